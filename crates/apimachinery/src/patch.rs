@@ -1,0 +1,1 @@
+//! JSON merge patch and JSON patch (being written).

@@ -1,0 +1,1 @@
+//! Structural schemas: validation, defaulting, pruning (being written).
