@@ -196,6 +196,17 @@ impl WatchStream {
         self.rx.recv().await
     }
 
+    /// An item if one is ready: `Some(Some(item))`; `Some(None)` once the
+    /// watch is cancelled; `None` when nothing is waiting.
+    pub fn try_recv(&mut self) -> Option<Option<WatchItem>> {
+        use tokio::sync::mpsc::error::TryRecvError;
+        match self.rx.try_recv() {
+            Ok(item) => Some(Some(item)),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(None),
+        }
+    }
+
     /// Asks the store to send a [`WatchItem::Progress`] with the current
     /// revision, ordered after every event already delivered.
     pub fn request_progress(&self) {

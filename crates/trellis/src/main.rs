@@ -1,1 +1,119 @@
-fn main() {}
+//! The `trellis` command: the embedded API server, benchmarks, and (as the
+//! other parts land) the controllers and the one-command experience.
+
+mod bench;
+mod kubeconfig;
+mod logging;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "trellis", version, about = "A Kubernetes-native control plane for the lifecycle of worker machines")]
+struct Cli {
+    /// Log level: error, warn, info, debug, trace (or a tracing filter).
+    #[arg(long, global = true, default_value = "info", env = "TRELLIS_LOG")]
+    log_level: String,
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the embedded Kubernetes-compatible API server alone.
+    Server(ServerArgs),
+    /// Measure parts of trellis; results are printed as Markdown.
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// Where the store and the admin kubeconfig live.
+    #[arg(long, env = "TRELLIS_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Keep everything in memory (nothing survives a restart).
+    #[arg(long)]
+    in_memory: bool,
+}
+
+/// The per-user default data directory: `$XDG_DATA_HOME/trellis` or
+/// `~/.local/share/trellis`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("trellis");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/share/trellis")
+}
+
+/// Opens the store: the durable file backend under `data_dir/store`, or
+/// memory.
+pub fn open_store(data_dir: &std::path::Path, in_memory: bool) -> anyhow::Result<Arc<dyn store::Store>> {
+    if in_memory {
+        return Ok(Arc::new(store::MemoryStore::new()));
+    }
+    let dir = data_dir.join("store");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let s = store::FileStore::open(&dir).with_context(|| format!("opening the store in {}", dir.display()))?;
+    Ok(Arc::new(s))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+    let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    let store = open_store(&data_dir, args.in_memory)?;
+    let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let kc = data_dir.join("admin.kubeconfig");
+    kubeconfig::write_plain(&kc, &format!("http://{addr}"))?;
+    tracing::info!(%addr, kubeconfig = %kc.display(), "API server listening");
+    println!("trellis API server listening on http://{addr}");
+    println!("  export KUBECONFIG={}", kc.display());
+    println!("  kubectl get namespaces");
+    server.serve(listener, shutdown_signal()).await?;
+    tracing::info!("API server stopped");
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    logging::init(&cli.log_level, cli.log_json);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        match cli.command {
+            Command::Server(args) => run_server(args).await,
+            Command::Bench { what } => bench::run(what).await,
+        }
+    })
+}

@@ -1,0 +1,570 @@
+//! The built-in kinds the server hosts: their names, scopes and subresources,
+//! the field selectors each accepts, the checks that reject malformed objects,
+//! and the events.k8s.io ⇄ core/v1 Event mapping (both are one stored kind).
+
+use apimachinery::{ApiError, Cause};
+use serde_json::{Map, Value, json};
+
+use crate::registry::{Resource, ScalePaths};
+
+struct Def {
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    categories: &'static [&'static str],
+    status: bool,
+    scale: bool,
+    fields: &'static [&'static str],
+    /// Store location when it differs from `<group>/<plural>`.
+    storage: Option<&'static str>,
+}
+
+const fn def(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> Def {
+    Def {
+        group,
+        version,
+        plural,
+        singular,
+        kind,
+        namespaced,
+        short: &[],
+        categories: &[],
+        status: false,
+        scale: false,
+        fields: &[],
+        storage: None,
+    }
+}
+
+const POD_FIELDS: &[&str] = &[
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+const EVENTS_V1_FIELDS: &[&str] = &[
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "reason",
+    "reportingController",
+    "type",
+];
+
+fn defs() -> Vec<Def> {
+    vec![
+        Def {
+            short: &["ns"],
+            status: true,
+            fields: &["status.phase"],
+            ..def("", "v1", "namespaces", "namespace", "Namespace", false)
+        },
+        Def {
+            short: &["no"],
+            status: true,
+            fields: &["spec.unschedulable"],
+            ..def("", "v1", "nodes", "node", "Node", false)
+        },
+        Def {
+            short: &["po"],
+            categories: &["all"],
+            status: true,
+            fields: POD_FIELDS,
+            ..def("", "v1", "pods", "pod", "Pod", true)
+        },
+        Def {
+            fields: &["type"],
+            ..def("", "v1", "secrets", "secret", "Secret", true)
+        },
+        Def {
+            short: &["cm"],
+            ..def("", "v1", "configmaps", "configmap", "ConfigMap", true)
+        },
+        Def {
+            short: &["ev"],
+            fields: EVENT_FIELDS,
+            ..def("", "v1", "events", "event", "Event", true)
+        },
+        Def {
+            short: &["ev"],
+            fields: EVENTS_V1_FIELDS,
+            storage: Some("core/events"),
+            ..def("events.k8s.io", "v1", "events", "event", "Event", true)
+        },
+        Def {
+            short: &["ep"],
+            ..def("", "v1", "endpoints", "endpoints", "Endpoints", true)
+        },
+        Def {
+            short: &["svc"],
+            categories: &["all"],
+            status: true,
+            ..def("", "v1", "services", "service", "Service", true)
+        },
+        Def {
+            short: &["sa"],
+            ..def(
+                "",
+                "v1",
+                "serviceaccounts",
+                "serviceaccount",
+                "ServiceAccount",
+                true,
+            )
+        },
+        Def {
+            short: &["pv"],
+            status: true,
+            ..def(
+                "",
+                "v1",
+                "persistentvolumes",
+                "persistentvolume",
+                "PersistentVolume",
+                false,
+            )
+        },
+        Def {
+            short: &["pvc"],
+            status: true,
+            ..def(
+                "",
+                "v1",
+                "persistentvolumeclaims",
+                "persistentvolumeclaim",
+                "PersistentVolumeClaim",
+                true,
+            )
+        },
+        def(
+            "discovery.k8s.io",
+            "v1",
+            "endpointslices",
+            "endpointslice",
+            "EndpointSlice",
+            true,
+        ),
+        def("coordination.k8s.io", "v1", "leases", "lease", "Lease", true),
+        Def {
+            short: &["deploy"],
+            categories: &["all"],
+            status: true,
+            scale: true,
+            ..def("apps", "v1", "deployments", "deployment", "Deployment", true)
+        },
+        Def {
+            short: &["sts"],
+            categories: &["all"],
+            status: true,
+            scale: true,
+            ..def(
+                "apps",
+                "v1",
+                "statefulsets",
+                "statefulset",
+                "StatefulSet",
+                true,
+            )
+        },
+        Def {
+            short: &["pdb"],
+            status: true,
+            ..def(
+                "policy",
+                "v1",
+                "poddisruptionbudgets",
+                "poddisruptionbudget",
+                "PodDisruptionBudget",
+                true,
+            )
+        },
+        Def {
+            status: true,
+            ..def(
+                "storage.k8s.io",
+                "v1",
+                "volumeattachments",
+                "volumeattachment",
+                "VolumeAttachment",
+                false,
+            )
+        },
+        Def {
+            short: &["crd", "crds"],
+            categories: &["api-extensions"],
+            status: true,
+            ..def(
+                "apiextensions.k8s.io",
+                "v1",
+                "customresourcedefinitions",
+                "customresourcedefinition",
+                "CustomResourceDefinition",
+                false,
+            )
+        },
+    ]
+}
+
+/// Every built-in resource, ready for the registry.
+pub fn resources() -> Vec<Resource> {
+    defs()
+        .into_iter()
+        .map(|d| {
+            let storage = d.storage.map(str::to_string).unwrap_or_else(|| {
+                format!(
+                    "{}/{}",
+                    if d.group.is_empty() { "core" } else { d.group },
+                    d.plural
+                )
+            });
+            // The events.k8s.io view is served from core/v1 storage.
+            let storage_version = if d.storage.is_some() {
+                "core-v1".to_string()
+            } else {
+                d.version.to_string()
+            };
+            Resource {
+                group: d.group.into(),
+                version: d.version.into(),
+                plural: d.plural.into(),
+                singular: d.singular.into(),
+                kind: d.kind.into(),
+                list_kind: format!("{}List", d.kind),
+                namespaced: d.namespaced,
+                short_names: d.short.iter().map(|s| s.to_string()).collect(),
+                categories: d.categories.iter().map(|s| s.to_string()).collect(),
+                status_subresource: d.status,
+                scale: d.scale.then(|| ScalePaths {
+                    spec_replicas: ".spec.replicas".into(),
+                    status_replicas: ".status.replicas".into(),
+                    label_selector: Some(".spec.selector".into()),
+                    selector_is_structured: true,
+                }),
+                eviction: d.kind == "Pod",
+                storage,
+                storage_version,
+                schema: None,
+                printer_columns: Vec::new(),
+                extra_fields: d.fields.to_vec(),
+                builtin: true,
+                crd_uid: None,
+            }
+        })
+        .collect()
+}
+
+/// True for the resource view that is converted to and from another stored
+/// form (events.k8s.io/v1 events, stored as core/v1 events).
+pub fn is_converted(res: &Resource) -> bool {
+    res.builtin && res.storage_version != res.version
+}
+
+fn take(m: &mut Map<String, Value>, from: &str) -> Option<Value> {
+    m.remove(from)
+}
+
+fn rename(m: &mut Map<String, Value>, from: &str, to: &str) {
+    if let Some(v) = take(m, from) {
+        m.insert(to.to_string(), v);
+    }
+}
+
+/// Converts an object of a converted view into its stored form.
+pub fn to_storage(res: &Resource, mut obj: Value) -> Value {
+    if res.group == "events.k8s.io"
+        && let Some(m) = obj.as_object_mut()
+    {
+        rename(m, "regarding", "involvedObject");
+        rename(m, "note", "message");
+        rename(m, "reportingController", "reportingComponent");
+        rename(m, "deprecatedSource", "source");
+        rename(m, "deprecatedFirstTimestamp", "firstTimestamp");
+        rename(m, "deprecatedLastTimestamp", "lastTimestamp");
+        rename(m, "deprecatedCount", "count");
+        m.insert("apiVersion".into(), json!("v1"));
+    }
+    obj
+}
+
+/// Converts a stored object into the served form of `res`.
+pub fn from_storage(res: &Resource, mut obj: Value) -> Value {
+    if res.group == "events.k8s.io"
+        && let Some(m) = obj.as_object_mut()
+    {
+        rename(m, "involvedObject", "regarding");
+        rename(m, "message", "note");
+        rename(m, "reportingComponent", "reportingController");
+        rename(m, "source", "deprecatedSource");
+        rename(m, "firstTimestamp", "deprecatedFirstTimestamp");
+        rename(m, "lastTimestamp", "deprecatedLastTimestamp");
+        rename(m, "count", "deprecatedCount");
+        m.insert("apiVersion".into(), json!("events.k8s.io/v1"));
+    }
+    obj
+}
+
+/// A value at a dotted path, rendered as a field-selector value (strings as
+/// they are, other scalars as JSON, absent as the empty string).
+pub fn field_value(obj: &Value, path: &str) -> String {
+    let mut cur = obj;
+    for seg in path.split('.') {
+        match cur.get(seg) {
+            Some(v) => cur = v,
+            None => return String::new(),
+        }
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        // `source` on events is an object; kube matches its component.
+        Value::Object(o) => o
+            .get("component")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        Value::Array(_) => String::new(),
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<T, ApiError> {
+    serde_json::from_value::<T>(obj.clone()).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the object could not be decoded as {}: {e}",
+            std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("object")
+        ))
+    })
+}
+
+/// Checks a built-in object's shape (by decoding it as the typed Kubernetes
+/// kind: a wrongly typed field is a 400) and the rules that make it invalid
+/// (422 causes).
+pub fn validate(res: &Resource, obj: &Value) -> Result<Vec<Cause>, ApiError> {
+    use k8s_openapi::api::{
+        apps::v1 as apps, coordination::v1 as coord, core::v1 as core, discovery::v1 as disc,
+        policy::v1 as policy, storage::v1 as storage,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+    let mut causes = Vec::new();
+    match (res.group.as_str(), res.kind.as_str()) {
+        ("", "Namespace") => {
+            typed::<core::Namespace>(obj)?;
+        }
+        ("", "Node") => {
+            typed::<core::Node>(obj)?;
+        }
+        ("", "Pod") => {
+            let pod = typed::<core::Pod>(obj)?;
+            match pod.spec {
+                None => causes.push(Cause::required("spec")),
+                Some(spec) => {
+                    if spec.containers.is_empty() {
+                        causes.push(Cause::required("spec.containers"));
+                    }
+                    let mut names = std::collections::BTreeSet::new();
+                    for (i, c) in spec.containers.iter().enumerate() {
+                        if c.name.is_empty() {
+                            causes.push(Cause::required(format!("spec.containers[{i}].name")));
+                        } else if !names.insert(c.name.clone()) {
+                            causes.push(Cause::new(
+                                "FieldValueDuplicate",
+                                format!("spec.containers[{i}].name"),
+                                format!("Duplicate value: \"{}\"", c.name),
+                            ));
+                        }
+                        if c.image.as_deref().unwrap_or("").is_empty() {
+                            causes.push(Cause::required(format!("spec.containers[{i}].image")));
+                        }
+                    }
+                }
+            }
+        }
+        ("", "Secret") => {
+            typed::<core::Secret>(obj)?;
+        }
+        ("", "ConfigMap") => {
+            typed::<core::ConfigMap>(obj)?;
+        }
+        ("", "Event") | ("events.k8s.io", "Event") => {
+            let stored = if res.group.is_empty() {
+                obj.clone()
+            } else {
+                to_storage(res, obj.clone())
+            };
+            typed::<core::Event>(&stored)?;
+            if stored.get("involvedObject").is_none() {
+                causes.push(Cause::required(if res.group.is_empty() {
+                    "involvedObject"
+                } else {
+                    "regarding"
+                }));
+            }
+        }
+        ("", "Endpoints") => {
+            typed::<core::Endpoints>(obj)?;
+        }
+        ("", "Service") => {
+            typed::<core::Service>(obj)?;
+        }
+        ("", "ServiceAccount") => {
+            typed::<core::ServiceAccount>(obj)?;
+        }
+        ("", "PersistentVolume") => {
+            typed::<core::PersistentVolume>(obj)?;
+        }
+        ("", "PersistentVolumeClaim") => {
+            typed::<core::PersistentVolumeClaim>(obj)?;
+        }
+        ("discovery.k8s.io", "EndpointSlice") => {
+            typed::<disc::EndpointSlice>(obj)?;
+        }
+        ("coordination.k8s.io", "Lease") => {
+            typed::<coord::Lease>(obj)?;
+        }
+        ("apps", "Deployment") => {
+            let d = typed::<apps::Deployment>(obj)?;
+            if let Some(spec) = d.spec {
+                workload_checks(
+                    spec.replicas,
+                    &spec.selector,
+                    spec.template.metadata.as_ref(),
+                    &mut causes,
+                );
+            } else {
+                causes.push(Cause::required("spec"));
+            }
+        }
+        ("apps", "StatefulSet") => {
+            let s = typed::<apps::StatefulSet>(obj)?;
+            if let Some(spec) = s.spec {
+                workload_checks(
+                    spec.replicas,
+                    &spec.selector,
+                    spec.template.metadata.as_ref(),
+                    &mut causes,
+                );
+            } else {
+                causes.push(Cause::required("spec"));
+            }
+        }
+        ("policy", "PodDisruptionBudget") => {
+            let p = typed::<policy::PodDisruptionBudget>(obj)?;
+            if let Some(spec) = p.spec
+                && spec.min_available.is_some()
+                && spec.max_unavailable.is_some()
+            {
+                causes.push(Cause::invalid(
+                    "spec",
+                    "minAvailable and maxUnavailable cannot be both set",
+                ));
+            }
+        }
+        ("storage.k8s.io", "VolumeAttachment") => {
+            typed::<storage::VolumeAttachment>(obj)?;
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            typed::<ext::CustomResourceDefinition>(obj)?;
+            causes.extend(crate::crd::validate_crd(obj));
+        }
+        _ => {}
+    }
+    Ok(causes)
+}
+
+fn workload_checks(
+    replicas: Option<i32>,
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    template_meta: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    causes: &mut Vec<Cause>,
+) {
+    if let Some(r) = replicas
+        && r < 0
+    {
+        causes.push(Cause::invalid(
+            "spec.replicas",
+            format!("Invalid value: {r}: must be greater than or equal to 0"),
+        ));
+    }
+    let empty_selector = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|m| m.is_empty());
+    if empty_selector {
+        causes.push(Cause::required("spec.selector"));
+        return;
+    }
+    let sel_json = serde_json::to_value(selector).unwrap_or(Value::Null);
+    let labels = template_meta
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let labels: Map<String, Value> = labels.into_iter().map(|(k, v)| (k, json!(v))).collect();
+    match apimachinery::selector::LabelSelector::from_json(&sel_json) {
+        Ok(sel) if !sel.matches(&labels) => causes.push(Cause::invalid(
+            "spec.template.metadata.labels",
+            "`selector` does not match template `labels`",
+        )),
+        Ok(_) => {}
+        Err(e) => causes.push(Cause::invalid("spec.selector", e.message)),
+    }
+}
+
+/// Normalises a built-in object before it is stored: Secret `stringData` is
+/// folded into `data`, as kube-apiserver does.
+pub fn normalize(res: &Resource, obj: &mut Value) {
+    if res.builtin
+        && res.kind == "Secret"
+        && let Some(m) = obj.as_object_mut()
+        && let Some(Value::Object(sd)) = m.remove("stringData")
+    {
+        use base64::Engine as _;
+        let data = m
+            .entry("data")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !data.is_object() {
+            *data = Value::Object(Map::new());
+        }
+        if let Some(d) = data.as_object_mut() {
+            for (k, v) in sd {
+                let s = v.as_str().unwrap_or_default();
+                d.insert(
+                    k,
+                    json!(base64::engine::general_purpose::STANDARD.encode(s)),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Discovery documents: `/api`, `/apis`, `/apis/<group>`, the per-version
+//! APIResourceLists, and the aggregated `APIGroupDiscoveryList` (v2) that
+//! kubectl asks for first. Rendered from the registry on every request.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use apimachinery::ApiError;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::registry::Resource;
+use crate::request::Target;
+use crate::server::{Reply, Server};
+
+const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Orders versions as Kubernetes does: GA before beta before alpha, higher
+/// numbers first.
+pub fn version_priority(v: &str) -> (u8, i64, i64) {
+    let rest = v.strip_prefix('v').unwrap_or(v);
+    let num_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let major: i64 = rest[..num_end].parse().unwrap_or(-1);
+    let tail = &rest[num_end..];
+    let (kind, minor) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(b) = tail.strip_prefix("beta") {
+        (2, b.parse().unwrap_or(0))
+    } else if let Some(a) = tail.strip_prefix("alpha") {
+        (1, a.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    if major < 0 {
+        return (0, 0, 0);
+    }
+    (kind, major, minor)
+}
+
+fn groups(server: &Server) -> BTreeMap<String, Vec<String>> {
+    let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in server.registry.all() {
+        let vs = g.entry(r.group.clone()).or_default();
+        if !vs.contains(&r.version) {
+            vs.push(r.version.clone());
+        }
+    }
+    for vs in g.values_mut() {
+        vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    }
+    g
+}
+
+fn group_json(name: &str, versions: &[String]) -> Value {
+    let gv = |v: &String| json!({"groupVersion": format!("{name}/{v}"), "version": v});
+    json!({
+        "name": name,
+        "versions": versions.iter().map(gv).collect::<Vec<_>>(),
+        "preferredVersion": versions.first().map(gv).unwrap_or(Value::Null),
+    })
+}
+
+fn resource_entries(r: &Resource) -> Vec<Value> {
+    let mut out = vec![json!({
+        "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
+        "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names, "categories": r.categories,
+        "storageVersionHash": "",
+    })];
+    if r.status_subresource {
+        out.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
+                        "kind": r.kind, "verbs": ["get", "patch", "update"]}));
+    }
+    if r.scale.is_some() {
+        out.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+                        "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+    }
+    if r.eviction {
+        out.push(json!({"name": format!("{}/eviction", r.plural), "singularName": "", "namespaced": r.namespaced,
+                        "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
+    }
+    out
+}
+
+fn aggregated_resource(r: &Resource) -> Value {
+    let mut subs = Vec::new();
+    if r.status_subresource {
+        subs.push(json!({"subresource": "status", "responseKind": {"group": r.group, "version": r.version, "kind": r.kind}, "verbs": ["get", "patch", "update"]}));
+    }
+    if r.scale.is_some() {
+        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+    }
+    if r.eviction {
+        subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
+    }
+    let mut v = json!({
+        "resource": r.plural, "singularResource": r.singular,
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
+        "verbs": VERBS,
+    });
+    if !r.short_names.is_empty() { v["shortNames"] = json!(r.short_names); }
+    if !r.categories.is_empty() { v["categories"] = json!(r.categories); }
+    if !subs.is_empty() { v["subresources"] = json!(subs); }
+    v
+}
+
+fn aggregated(server: &Server, legacy: bool) -> Value {
+    let all: Vec<Arc<Resource>> = server.registry.all();
+    let mut items = Vec::new();
+    for (group, versions) in groups(server) {
+        if legacy != group.is_empty() {
+            continue;
+        }
+        let vs: Vec<Value> = versions
+            .iter()
+            .map(|v| {
+                let resources: Vec<Value> = all
+                    .iter()
+                    .filter(|r| r.group == group && &r.version == v)
+                    .map(|r| aggregated_resource(r))
+                    .collect();
+                json!({"version": v, "resources": resources, "freshness": "Current"})
+            })
+            .collect();
+        items.push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": vs}));
+    }
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+}
+
+fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').any(|part| {
+        let p = part.replace(' ', "");
+        p.contains("as=APIGroupDiscoveryList") && p.contains("v=v2") && p.contains("g=apidiscovery.k8s.io")
+    })
+}
+
+pub fn serve(server: &Arc<Server>, target: &Target, accept: &str) -> Result<Reply, ApiError> {
+    let not_found = || ApiError::new(404, "NotFound", "the server could not find the requested resource");
+    match target {
+        Target::CoreVersions if wants_aggregated(accept) => Ok(Reply::value(StatusCode::OK, &aggregated(server, true)).content_type(AGGREGATED)),
+        Target::Groups if wants_aggregated(accept) => Ok(Reply::value(StatusCode::OK, &aggregated(server, false)).content_type(AGGREGATED)),
+        Target::CoreVersions => Ok(Reply::value(StatusCode::OK, &json!({
+            "kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+        }))),
+        Target::Groups => {
+            let gs: Vec<Value> = groups(server)
+                .iter()
+                .filter(|(g, _)| !g.is_empty())
+                .map(|(g, vs)| group_json(g, vs))
+                .collect();
+            Ok(Reply::value(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})))
+        }
+        Target::Group(g) => {
+            let gs = groups(server);
+            let vs = gs.get(g).filter(|_| !g.is_empty()).ok_or_else(not_found)?;
+            let mut v = group_json(g, vs);
+            v["kind"] = json!("APIGroup");
+            v["apiVersion"] = json!("v1");
+            Ok(Reply::value(StatusCode::OK, &v))
+        }
+        Target::ResourceList { group, version } => {
+            let resources: Vec<Value> = server
+                .registry
+                .all()
+                .iter()
+                .filter(|r| &r.group == group && &r.version == version)
+                .flat_map(|r| resource_entries(r))
+                .collect();
+            if resources.is_empty() {
+                return Err(not_found());
+            }
+            let gv = if group.is_empty() { version.clone() } else { format!("{group}/{version}") };
+            Ok(Reply::value(StatusCode::OK, &json!({
+                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources,
+            })))
+        }
+        Target::Resource(_) => Err(not_found()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_order() {
+        let mut v = vec!["v1alpha1", "v1", "v2beta1", "v1beta2", "v2", "foo"];
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
+        assert_eq!(v, ["v2", "v1", "v2beta1", "v1beta2", "v1alpha1", "foo"]);
+    }
+}

@@ -1,0 +1,268 @@
+//! `trellis bench …`: benchmarks as commands, printing Markdown rows for
+//! BENCHMARKS.md. They start a real server on loopback and talk HTTP to it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::Subcommand;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::json;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The embedded API server: creates/s, GET and LIST latency, watch
+    /// delivery latency, memory.
+    Apiserver {
+        /// Objects created for the memory figure.
+        #[arg(long, default_value_t = 100_000)]
+        objects: usize,
+        /// Objects in the listed collection.
+        #[arg(long, default_value_t = 10_000)]
+        list_objects: usize,
+        /// Use the in-memory store instead of the durable file store.
+        #[arg(long)]
+        in_memory: bool,
+    },
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+struct Target {
+    client: HttpClient,
+    base: String,
+}
+
+impl Target {
+    async fn send(&self, method: &str, path: &str, body: Option<Vec<u8>>) -> anyhow::Result<(u16, Bytes)> {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let resp = self.client.request(req).await?;
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+fn configmap(name: &str, size: usize) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"payload": "x".repeat(size)},
+    }))
+    .expect("serialising a ConfigMap")
+}
+
+async fn create_namespace(t: &Target, ns: &str) -> anyhow::Result<()> {
+    let body = serde_json::to_vec(&json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name": ns}}))?;
+    let (code, b) = t.send("POST", "/api/v1/namespaces", Some(body)).await?;
+    anyhow::ensure!(code == 201 || code == 409, "creating namespace {ns}: {code} {}", String::from_utf8_lossy(&b));
+    Ok(())
+}
+
+/// Creates `n` objects with `conc` concurrent clients; returns creates/s.
+async fn creates(t: &Arc<Target>, ns: &str, n: usize, conc: usize, size: usize) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..conc {
+        let t = t.clone();
+        let ns = ns.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut i = w;
+            while i < n {
+                let (code, b) = t
+                    .send("POST", &format!("/api/v1/namespaces/{ns}/configmaps"), Some(configmap(&format!("cm-{i:07}"), size)))
+                    .await?;
+                anyhow::ensure!(code == 201, "create: {code} {}", String::from_utf8_lossy(&b));
+                i += conc;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = crate::open_store(dir.path(), in_memory)?;
+    let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let srv = server.clone();
+    tokio::spawn(async move { srv.serve(listener, std::future::pending()).await });
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client: HttpClient = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(64).build(connector);
+    let t = Arc::new(Target { client, base: format!("http://{addr}") });
+    let backend = if in_memory { "memory" } else { "file (durable)" };
+    println!("| measurement | result |");
+    println!("|---|---|");
+    println!("| store backend | {backend} |");
+
+    for (ns, conc) in [("c1", 1usize), ("c16", 16)] {
+        create_namespace(&t, ns).await?;
+        let n = if conc == 1 { 3_000 } else { 10_000 };
+        let rate = creates(&t, ns, n, conc, 1024).await?;
+        println!("| creates/s, 1 KiB ConfigMap, {conc} concurrent client(s), {n} objects | {rate:.0} |");
+    }
+
+    // GET latency on one connection.
+    let mut lat = Vec::new();
+    for i in 0..5_000 {
+        let s = Instant::now();
+        let (code, _) = t.send("GET", &format!("/api/v1/namespaces/c16/configmaps/cm-{:07}", i % 10_000), None).await?;
+        anyhow::ensure!(code == 200, "get: {code}");
+        lat.push(s.elapsed());
+    }
+    lat.sort();
+    println!("| GET latency p50 / p99 (5,000 GETs) | {} / {} |", ms(percentile(&lat, 0.5)), ms(percentile(&lat, 0.99)));
+
+    // LIST latency of `list_objects` objects.
+    create_namespace(&t, "list").await?;
+    creates(&t, "list", list_objects, 16, 1024).await?;
+    let mut lat = Vec::new();
+    for _ in 0..50 {
+        let s = Instant::now();
+        let (code, body) = t.send("GET", "/api/v1/namespaces/list/configmaps", None).await?;
+        anyhow::ensure!(code == 200 && body.len() > list_objects * 1000, "list: {code}");
+        lat.push(s.elapsed());
+    }
+    lat.sort();
+    println!(
+        "| LIST latency p50 / p99, {list_objects} × 1 KiB objects (50 LISTs) | {} / {} |",
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
+    let mut lat = Vec::new();
+    create_namespace(&t, "list2k").await?;
+    creates(&t, "list2k", 2_000, 16, 500).await?;
+    for _ in 0..100 {
+        let s = Instant::now();
+        let (code, _) = t.send("GET", "/api/v1/namespaces/list2k/configmaps", None).await?;
+        anyhow::ensure!(code == 200, "list: {code}");
+        lat.push(s.elapsed());
+    }
+    lat.sort();
+    println!("| LIST latency p50 / p99, 2,000 × 500 B objects | {} / {} |", ms(percentile(&lat, 0.5)), ms(percentile(&lat, 0.99)));
+
+    // Watch delivery latency with 100 watchers.
+    create_namespace(&t, "watch").await?;
+    let rv = {
+        let (_, b) = t.send("GET", "/api/v1/namespaces/watch/configmaps", None).await?;
+        let v: serde_json::Value = serde_json::from_slice(&b)?;
+        v["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string()
+    };
+    let origin = Instant::now();
+    let events = 200usize;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Duration>();
+    let mut watchers = Vec::new();
+    for _ in 0..100 {
+        let t = t.clone();
+        let tx = tx.clone();
+        let rv = rv.clone();
+        watchers.push(tokio::spawn(async move {
+            let req = http::Request::builder()
+                .uri(format!("{}/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion={rv}", t.base))
+                .body(Full::new(Bytes::new()))?;
+            let resp = t.client.request(req).await?;
+            let mut body = resp.into_body();
+            let mut buf = Vec::new();
+            let mut seen = 0;
+            while seen < events {
+                let Some(frame) = body.frame().await else { break };
+                let frame = frame?;
+                if let Some(d) = frame.data_ref() {
+                    buf.extend_from_slice(d);
+                    while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=pos).collect();
+                        let v: serde_json::Value = serde_json::from_slice(&line)?;
+                        if let Some(sent) = v["object"]["data"]["sentMicros"].as_str().and_then(|s| s.parse::<u64>().ok()) {
+                            let now = origin.elapsed();
+                            let _ = tx.send(now.saturating_sub(Duration::from_micros(sent)));
+                            seen += 1;
+                        }
+                    }
+                }
+            }
+            anyhow::Ok(())
+        }));
+    }
+    drop(tx);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..events {
+        let sent = origin.elapsed().as_micros().to_string();
+        let body = serde_json::to_vec(&json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name": format!("w-{i}")},"data":{"sentMicros": sent}}))?;
+        let (code, _) = t.send("POST", "/api/v1/namespaces/watch/configmaps", Some(body)).await?;
+        anyhow::ensure!(code == 201, "watch create: {code}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut lat = Vec::new();
+    while let Some(d) = rx.recv().await {
+        lat.push(d);
+    }
+    for w in watchers {
+        w.await??;
+    }
+    lat.sort();
+    println!(
+        "| watch delivery latency p50 / p99, 100 watchers × {events} events ({} deliveries) | {} / {} |",
+        lat.len(),
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
+
+    // Memory with `objects` stored.
+    let stored_now = 3_000 + 10_000 + list_objects + 2_000 + events;
+    if objects > stored_now {
+        create_namespace(&t, "mem").await?;
+        creates(&t, "mem", objects - stored_now, 16, 1024).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    println!(
+        "| process RSS with {} objects stored (server and bench client in one process) | {:.0} MiB |",
+        objects.max(stored_now),
+        rss_mib()
+    );
+    Ok(())
+}
+
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Apiserver { objects, list_objects, in_memory } => {
+            apiserver_bench(objects, list_objects, in_memory).await
+        }
+    }
+}
