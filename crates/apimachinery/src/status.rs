@@ -253,7 +253,10 @@ mod tests {
             "apps",
             "Deployment",
             "web",
-            vec![Cause::invalid("spec.replicas", "must be greater than or equal to 0")],
+            vec![Cause::invalid(
+                "spec.replicas",
+                "must be greater than or equal to 0",
+            )],
         );
         let s = e.to_status();
         assert_eq!(s["code"], 422);

@@ -36,7 +36,10 @@ pub async fn server_side_apply(
             object::name(&applied)
         )));
     }
-    let key = res.key(ctx.path.namespace.as_deref().filter(|_| res.namespaced), name);
+    let key = res.key(
+        ctx.path.namespace.as_deref().filter(|_| res.namespaced),
+        name,
+    );
     for _ in 0..16 {
         let Some((cur, old)) = read(ctx.server, &res, &key).await? else {
             if sub.is_some() {

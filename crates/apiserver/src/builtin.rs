@@ -173,13 +173,27 @@ fn defs() -> Vec<Def> {
             "EndpointSlice",
             true,
         ),
-        def("coordination.k8s.io", "v1", "leases", "lease", "Lease", true),
+        def(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "lease",
+            "Lease",
+            true,
+        ),
         Def {
             short: &["deploy"],
             categories: &["all"],
             status: true,
             scale: true,
-            ..def("apps", "v1", "deployments", "deployment", "Deployment", true)
+            ..def(
+                "apps",
+                "v1",
+                "deployments",
+                "deployment",
+                "Deployment",
+                true,
+            )
         },
         Def {
             short: &["sts"],
@@ -551,9 +565,7 @@ pub fn normalize(res: &Resource, obj: &mut Value) {
         && let Some(Value::Object(sd)) = m.remove("stringData")
     {
         use base64::Engine as _;
-        let data = m
-            .entry("data")
-            .or_insert_with(|| Value::Object(Map::new()));
+        let data = m.entry("data").or_insert_with(|| Value::Object(Map::new()));
         if !data.is_object() {
             *data = Value::Object(Map::new());
         }

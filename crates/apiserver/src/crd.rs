@@ -60,7 +60,9 @@ pub fn validate_crd(crd: &Value) -> Vec<Cause> {
         other => causes.push(Cause::new(
             "FieldValueNotSupported",
             "spec.scope",
-            format!("Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""),
+            format!(
+                "Unsupported value: \"{other}\": supported values: \"Cluster\", \"Namespaced\""
+            ),
         )),
     }
     let versions = crd
@@ -124,7 +126,11 @@ pub fn resources_of(crd: &Value) -> Vec<Resource> {
         names
             .get(p)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let versions = crd
@@ -222,7 +228,11 @@ fn desired_status(crd: &Value) -> Value {
     let mut stored: Vec<String> = crd
         .pointer("/status/storedVersions")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(sv) = crd
         .pointer("/spec/versions")
@@ -283,7 +293,10 @@ async fn reconcile(server: &Arc<Server>, key: &str) {
     };
     register(server, &crd);
     if object::is_deleting(&crd) {
-        if !object::finalizers(&crd).iter().any(|f| f == CLEANUP_FINALIZER) {
+        if !object::finalizers(&crd)
+            .iter()
+            .any(|f| f == CLEANUP_FINALIZER)
+        {
             return;
         }
         let Some(res) = resources_of(&crd).into_iter().next().map(Arc::new) else {
@@ -319,7 +332,14 @@ async fn reconcile(server: &Arc<Server>, key: &str) {
                 continue;
             }
             let ns = object::meta_str(&v, "namespace").map(str::to_string);
-            let _ = delete_one(server, &res, ns.as_deref(), object::name(&v), &DeleteOptions::default()).await;
+            let _ = delete_one(
+                server,
+                &res,
+                ns.as_deref(),
+                object::name(&v),
+                &DeleteOptions::default(),
+            )
+            .await;
         }
         return;
     }

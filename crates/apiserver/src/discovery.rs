@@ -13,14 +13,25 @@ use crate::registry::Resource;
 use crate::request::Target;
 use crate::server::{Reply, Server};
 
-const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// Orders versions as Kubernetes does: GA before beta before alpha, higher
 /// numbers first.
 pub fn version_priority(v: &str) -> (u8, i64, i64) {
     let rest = v.strip_prefix('v').unwrap_or(v);
-    let num_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let num_end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     let major: i64 = rest[..num_end].parse().unwrap_or(-1);
     let tail = &rest[num_end..];
     let (kind, minor) = if tail.is_empty() {
@@ -99,9 +110,15 @@ fn aggregated_resource(r: &Resource) -> Value {
         "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
         "verbs": VERBS,
     });
-    if !r.short_names.is_empty() { v["shortNames"] = json!(r.short_names); }
-    if !r.categories.is_empty() { v["categories"] = json!(r.categories); }
-    if !subs.is_empty() { v["subresources"] = json!(subs); }
+    if !r.short_names.is_empty() {
+        v["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        v["categories"] = json!(r.categories);
+    }
+    if !subs.is_empty() {
+        v["subresources"] = json!(subs);
+    }
     v
 }
 
@@ -131,26 +148,44 @@ fn aggregated(server: &Server, legacy: bool) -> Value {
 fn wants_aggregated(accept: &str) -> bool {
     accept.split(',').any(|part| {
         let p = part.replace(' ', "");
-        p.contains("as=APIGroupDiscoveryList") && p.contains("v=v2") && p.contains("g=apidiscovery.k8s.io")
+        p.contains("as=APIGroupDiscoveryList")
+            && p.contains("v=v2")
+            && p.contains("g=apidiscovery.k8s.io")
     })
 }
 
 pub fn serve(server: &Arc<Server>, target: &Target, accept: &str) -> Result<Reply, ApiError> {
-    let not_found = || ApiError::new(404, "NotFound", "the server could not find the requested resource");
+    let not_found = || {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    };
     match target {
-        Target::CoreVersions if wants_aggregated(accept) => Ok(Reply::value(StatusCode::OK, &aggregated(server, true)).content_type(AGGREGATED)),
-        Target::Groups if wants_aggregated(accept) => Ok(Reply::value(StatusCode::OK, &aggregated(server, false)).content_type(AGGREGATED)),
-        Target::CoreVersions => Ok(Reply::value(StatusCode::OK, &json!({
-            "kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
-        }))),
+        Target::CoreVersions if wants_aggregated(accept) => {
+            Ok(Reply::value(StatusCode::OK, &aggregated(server, true)).content_type(AGGREGATED))
+        }
+        Target::Groups if wants_aggregated(accept) => {
+            Ok(Reply::value(StatusCode::OK, &aggregated(server, false)).content_type(AGGREGATED))
+        }
+        Target::CoreVersions => Ok(Reply::value(
+            StatusCode::OK,
+            &json!({
+                "kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+            }),
+        )),
         Target::Groups => {
             let gs: Vec<Value> = groups(server)
                 .iter()
                 .filter(|(g, _)| !g.is_empty())
                 .map(|(g, vs)| group_json(g, vs))
                 .collect();
-            Ok(Reply::value(StatusCode::OK, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})))
+            Ok(Reply::value(
+                StatusCode::OK,
+                &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs}),
+            ))
         }
         Target::Group(g) => {
             let gs = groups(server);
@@ -171,10 +206,17 @@ pub fn serve(server: &Arc<Server>, target: &Target, accept: &str) -> Result<Repl
             if resources.is_empty() {
                 return Err(not_found());
             }
-            let gv = if group.is_empty() { version.clone() } else { format!("{group}/{version}") };
-            Ok(Reply::value(StatusCode::OK, &json!({
-                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources,
-            })))
+            let gv = if group.is_empty() {
+                version.clone()
+            } else {
+                format!("{group}/{version}")
+            };
+            Ok(Reply::value(
+                StatusCode::OK,
+                &json!({
+                    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources,
+                }),
+            ))
         }
         Target::Resource(_) => Err(not_found()),
     }

@@ -172,7 +172,11 @@ async fn attend(server: &Arc<Server>, g: &Graph, uid: &str) -> bool {
     let deps: Vec<(&String, &Node)> = g
         .dependents
         .get(uid)
-        .map(|d| d.iter().filter_map(|u| g.nodes.get(u).map(|n| (u, n))).collect())
+        .map(|d| {
+            d.iter()
+                .filter_map(|u| g.nodes.get(u).map(|n| (u, n)))
+                .collect()
+        })
         .unwrap_or_default();
     let mut again = false;
     if n.deleting && n.finalizers.iter().any(|f| f == ORPHAN) {
@@ -213,8 +217,12 @@ async fn attend(server: &Arc<Server>, g: &Graph, uid: &str) -> bool {
             }
             if !d.deleting {
                 let has_deps = g.dependents.get(*dep_uid).is_some_and(|s| !s.is_empty());
-                delete_node(server, d, if has_deps { "Foreground" } else { "Background" })
-                    .await;
+                delete_node(
+                    server,
+                    d,
+                    if has_deps { "Foreground" } else { "Background" },
+                )
+                .await;
             }
         }
         if blocking == 0 {
@@ -291,8 +299,8 @@ async fn run(server: &Arc<Server>) -> anyhow::Result<()> {
     let mut queue: BTreeSet<String> = BTreeSet::new();
     for kv in &r.kvs {
         if let Some(p) = parse(&kv.value) {
-            let interesting = !p.metadata.owner_references.is_empty()
-                || p.metadata.deletion_timestamp.is_some();
+            let interesting =
+                !p.metadata.owner_references.is_empty() || p.metadata.deletion_timestamp.is_some();
             let uid = g.upsert(p, &kv.key);
             if interesting {
                 queue.insert(uid);

@@ -28,9 +28,9 @@ pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 pub fn store_err(e: StoreError) -> ApiError {
     match e {
-        StoreError::Compacted { requested, .. } => ApiError::gone(format!(
-            "too old resource version: {requested}"
-        )),
+        StoreError::Compacted { requested, .. } => {
+            ApiError::gone(format!("too old resource version: {requested}"))
+        }
         StoreError::FutureRevision { requested, current } => ApiError::new(
             504,
             "Timeout",
@@ -149,7 +149,9 @@ pub async fn handle(ctx: Ctx<'_>, method: &Method) -> Result<Reply, ApiError> {
 }
 
 fn method_not_allowed(m: &Method) -> ApiError {
-    ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource: {m}"))
+    ApiError::method_not_allowed(format!(
+        "the server does not allow this method on the requested resource: {m}"
+    ))
 }
 
 /// Parses a request body (JSON, or YAML when so labelled) into an object.
@@ -198,7 +200,9 @@ pub fn check_type_meta(res: &Resource, obj: &mut Value) -> Result<(), ApiError> 
     }
     m.insert("apiVersion".into(), json!(av));
     m.insert("kind".into(), json!(res.kind));
-    if m.get("metadata").is_some_and(|v| !v.is_object() && !v.is_null()) {
+    if m.get("metadata")
+        .is_some_and(|v| !v.is_object() && !v.is_null())
+    {
         return Err(ApiError::bad_request("metadata must be an object"));
     }
     Ok(())
@@ -208,7 +212,9 @@ pub fn check_type_meta(res: &Resource, obj: &mut Value) -> Result<(), ApiError> 
 pub fn render(res: &Resource, stored: &[u8], rv: Revision) -> Result<Bytes, ApiError> {
     if needs_conversion(res) {
         let v = to_served(res, object::decode(stored, rv)?);
-        Ok(Bytes::from(serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?))
+        Ok(Bytes::from(
+            serde_json::to_vec(&v).map_err(|e| ApiError::internal(e.to_string()))?,
+        ))
     } else {
         Ok(object::with_rv(stored, rv))
     }
@@ -274,13 +280,20 @@ async fn get(ctx: &Ctx<'_>, name: &str) -> Result<Reply, ApiError> {
         .await
         .map_err(store_err)?;
     let kv = kv.ok_or_else(|| ctx.not_found(name))?;
-    Ok(Reply::json(StatusCode::OK, render(&ctx.res, &kv.value, kv.mod_revision)?))
+    Ok(Reply::json(
+        StatusCode::OK,
+        render(&ctx.res, &kv.value, kv.mod_revision)?,
+    ))
 }
 
 /// Whether a PUT on a missing object creates it (kube-apiserver allows this
 /// for a few kinds, leases among them).
 fn create_on_update(res: &Resource) -> bool {
-    res.builtin && matches!(res.kind.as_str(), "Lease" | "Endpoints" | "Event" | "EndpointSlice")
+    res.builtin
+        && matches!(
+            res.kind.as_str(),
+            "Lease" | "Endpoints" | "Event" | "EndpointSlice"
+        )
 }
 
 /// Admission, schema processing and validation shared by create and update.
@@ -375,9 +388,7 @@ fn initial_status(res: &Resource, given: Option<Value>) -> Option<Value> {
         "Node" => given,
         "Namespace" => Some(json!({"phase": "Active"})),
         "Pod" => {
-            let mut s = given
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({}));
+            let mut s = given.filter(Value::is_object).unwrap_or_else(|| json!({}));
             if s.get("phase").is_none() {
                 s["phase"] = json!("Pending");
             }
@@ -459,8 +470,7 @@ pub(crate) async fn create(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
             &res.group,
             &res.kind,
             "",
-            vec![Cause::required("metadata.name")
-                .with_message("name or generateName is required")],
+            vec![Cause::required("metadata.name").with_message("name or generateName is required")],
         ));
     }
     for attempt in 0.. {
@@ -969,15 +979,16 @@ pub async fn delete_one(
         }
         let namespace_lifecycle = res.builtin && res.kind == "Namespace";
         // A scheduled pod is deleted gracefully: its kubelet finishes it.
-        let pod_grace = if res.builtin && res.kind == "Pod" && old.pointer("/spec/nodeName").is_some() {
-            let default = old
-                .pointer("/spec/terminationGracePeriodSeconds")
-                .and_then(Value::as_i64)
-                .unwrap_or(30);
-            opts.grace.unwrap_or(default).max(0)
-        } else {
-            0
-        };
+        let pod_grace =
+            if res.builtin && res.kind == "Pod" && old.pointer("/spec/nodeName").is_some() {
+                let default = old
+                    .pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(30);
+                opts.grace.unwrap_or(default).max(0)
+            } else {
+                0
+            };
         let already = object::is_deleting(&old);
         let immediate = fins.is_empty() && !namespace_lifecycle && pod_grace == 0;
         if immediate {
@@ -1170,5 +1181,7 @@ pub async fn mutate_stored(
             Err(e) => return Err(store_err(e)),
         }
     }
-    Err(ApiError::internal(format!("too many concurrent changes to {key}")))
+    Err(ApiError::internal(format!(
+        "too many concurrent changes to {key}"
+    )))
 }

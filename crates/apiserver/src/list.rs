@@ -46,11 +46,7 @@ fn parse_rv(s: &str) -> Result<Revision, ApiError> {
 }
 
 /// What a list needs of each stored value: whether it matches and its bytes.
-fn select(
-    ctx: &Ctx<'_>,
-    filter: &Filter,
-    kv: &KeyValue,
-) -> Result<Option<Bytes>, ApiError> {
+fn select(ctx: &Ctx<'_>, filter: &Filter, kv: &KeyValue) -> Result<Option<Bytes>, ApiError> {
     if filter.is_trivial() && !needs_conversion(&ctx.res) {
         return Ok(Some(object::with_rv(&kv.value, kv.mod_revision)));
     }
@@ -66,7 +62,11 @@ fn select(
 pub async fn list(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
     let q = ctx.query;
     let res = &ctx.res;
-    let mut filter = filter_from_query(res, ctx.path.namespace.as_deref().filter(|_| res.namespaced), q)?;
+    let mut filter = filter_from_query(
+        res,
+        ctx.path.namespace.as_deref().filter(|_| res.namespaced),
+        q,
+    )?;
     if let Some(name) = &ctx.path.name {
         // GET on an item with watch handled elsewhere; list never has a name.
         let _ = name;
@@ -184,9 +184,17 @@ pub async fn list(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
     read_at = read_rv.unwrap_or(current);
     let mut out = BytesMut::with_capacity(items.iter().map(|b| b.len() + 1).sum::<usize>() + 256);
     out.put_slice(b"{\"kind\":");
-    out.put_slice(serde_json::to_string(&res.list_kind).unwrap_or_default().as_bytes());
+    out.put_slice(
+        serde_json::to_string(&res.list_kind)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     out.put_slice(b",\"apiVersion\":");
-    out.put_slice(serde_json::to_string(&res.api_version()).unwrap_or_default().as_bytes());
+    out.put_slice(
+        serde_json::to_string(&res.api_version())
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     out.put_slice(b",\"metadata\":{\"resourceVersion\":\"");
     out.put_slice(read_at.to_string().as_bytes());
     out.put_u8(b'"');
@@ -209,14 +217,22 @@ pub async fn list(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
 fn expired_event(message: &str) -> Bytes {
     let status = ApiError::gone(message).to_status();
     let mut out = BytesMut::new();
-    watch_line(&mut out, "ERROR", &serde_json::to_vec(&status).unwrap_or_default());
+    watch_line(
+        &mut out,
+        "ERROR",
+        &serde_json::to_vec(&status).unwrap_or_default(),
+    );
     out.freeze()
 }
 
 pub async fn watch(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
     let q = ctx.query;
     let res = ctx.res.clone();
-    let mut filter = filter_from_query(&res, ctx.path.namespace.as_deref().filter(|_| res.namespaced), q)?;
+    let mut filter = filter_from_query(
+        &res,
+        ctx.path.namespace.as_deref().filter(|_| res.namespaced),
+        q,
+    )?;
     if let Some(name) = &ctx.path.name {
         // A watch on an item path is a watch on the collection by name.
         let sel = format!("metadata.name={name}");
@@ -268,7 +284,11 @@ pub async fn watch(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
                 "metadata": {"resourceVersion": r.revision.to_string(),
                              "annotations": {"k8s.io/initial-events-end": "true"}}
             });
-            watch_line(&mut initial_lines, "BOOKMARK", &serde_json::to_vec(&bm).unwrap_or_default());
+            watch_line(
+                &mut initial_lines,
+                "BOOKMARK",
+                &serde_json::to_vec(&bm).unwrap_or_default(),
+            );
         }
         r.revision
     } else {

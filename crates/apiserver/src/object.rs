@@ -94,9 +94,7 @@ pub fn meta_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
 }
 
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
-    meta(obj)
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
+    meta(obj).and_then(|m| m.get(field)).and_then(Value::as_str)
 }
 
 pub fn name(obj: &Value) -> &str {
@@ -372,7 +370,9 @@ mod tests {
 
     #[test]
     fn splice_falls_back_for_foreign_bytes() {
-        let out: Value = serde_json::from_slice(&with_rv(br#"{"kind":"X","metadata":{"name":"n"}}"#, 5)).unwrap();
+        let out: Value =
+            serde_json::from_slice(&with_rv(br#"{"kind":"X","metadata":{"name":"n"}}"#, 5))
+                .unwrap();
         assert_eq!(out["metadata"]["resourceVersion"], "5");
     }
 

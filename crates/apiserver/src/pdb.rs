@@ -46,7 +46,10 @@ fn is_ready(pod: &Value) -> bool {
 
 /// The status a budget should have given the pods of its namespace.
 pub fn compute_status(pdb: &Value, pods: &[Value], now: DateTime<Utc>) -> Value {
-    let sel = pdb.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
+    let sel = pdb
+        .pointer("/spec/selector")
+        .cloned()
+        .unwrap_or(Value::Null);
     let selector = LabelSelector::from_json(&sel).unwrap_or_else(|_| LabelSelector::nothing());
     let matching: Vec<&Value> = pods
         .iter()
@@ -60,12 +63,17 @@ pub fn compute_status(pdb: &Value, pods: &[Value], now: DateTime<Utc>) -> Value 
     let expected = matching.len() as i64;
     // Pods recently evicted stay discounted until they are gone.
     let mut disrupted = Map::new();
-    if let Some(d) = pdb.pointer("/status/disruptedPods").and_then(Value::as_object) {
+    if let Some(d) = pdb
+        .pointer("/status/disruptedPods")
+        .and_then(Value::as_object)
+    {
         for (name, at) in d {
             let fresh = at
                 .as_str()
                 .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                .is_some_and(|t| (now - t.with_timezone(&Utc)).num_seconds() < DISRUPTED_POD_TIMEOUT_SECS);
+                .is_some_and(|t| {
+                    (now - t.with_timezone(&Utc)).num_seconds() < DISRUPTED_POD_TIMEOUT_SECS
+                });
             let still_there = matching
                 .iter()
                 .any(|p| object::name(p) == name && !object::is_deleting(p));
@@ -76,7 +84,9 @@ pub fn compute_status(pdb: &Value, pods: &[Value], now: DateTime<Utc>) -> Value 
     }
     let healthy = matching
         .iter()
-        .filter(|p| !object::is_deleting(p) && is_ready(p) && !disrupted.contains_key(object::name(p)))
+        .filter(|p| {
+            !object::is_deleting(p) && is_ready(p) && !disrupted.contains_key(object::name(p))
+        })
         .count() as i64;
     let desired = if let Some(min) = pdb.pointer("/spec/minAvailable") {
         scaled(min, expected).unwrap_or(expected)
@@ -121,7 +131,10 @@ async fn sync_namespace(server: &Server, ns: &str) {
     let range = |prefix: String| async move {
         server
             .store
-            .range(RangeRequest { prefix, ..Default::default() })
+            .range(RangeRequest {
+                prefix,
+                ..Default::default()
+            })
             .await
             .map(|r| r.kvs)
             .unwrap_or_default()
@@ -149,7 +162,10 @@ async fn sync_namespace(server: &Server, ns: &str) {
 }
 
 fn namespace_of(key: &str, prefix: &str) -> Option<String> {
-    key.strip_prefix(prefix)?.split('/').next().map(str::to_string)
+    key.strip_prefix(prefix)?
+        .split('/')
+        .next()
+        .map(str::to_string)
 }
 
 pub fn spawn(server: Arc<Server>) {
@@ -165,9 +181,18 @@ pub fn spawn(server: Arc<Server>) {
             };
             let mut dirty: BTreeSet<String> = BTreeSet::new();
             // Resync everything at start and then every 30 s.
-            if let Ok(r) = server.store.range(RangeRequest { prefix: PDBS.into(), ..Default::default() }).await {
+            if let Ok(r) = server
+                .store
+                .range(RangeRequest {
+                    prefix: PDBS.into(),
+                    ..Default::default()
+                })
+                .await
+            {
                 for kv in r.kvs {
-                    if let Some(ns) = namespace_of(&kv.key, PDBS) { dirty.insert(ns); }
+                    if let Some(ns) = namespace_of(&kv.key, PDBS) {
+                        dirty.insert(ns);
+                    }
                 }
             }
             let mut flush = tokio::time::interval(Duration::from_millis(100));
@@ -223,7 +248,12 @@ mod tests {
             let pdb = json!({"metadata": {"name": "p", "generation": 1}, "spec": spec});
             let s = compute_status(&pdb, &pods, Utc::now());
             assert_eq!(
-                (s["expectedPods"].as_i64(), s["currentHealthy"].as_i64(), s["desiredHealthy"].as_i64(), s["disruptionsAllowed"].as_i64()),
+                (
+                    s["expectedPods"].as_i64(),
+                    s["currentHealthy"].as_i64(),
+                    s["desiredHealthy"].as_i64(),
+                    s["disruptionsAllowed"].as_i64()
+                ),
                 (Some(expected), Some(healthy), Some(desired), Some(allowed)),
                 "{spec}"
             );

@@ -16,7 +16,10 @@ pub enum Target {
     /// `/apis/<group>`
     Group(String),
     /// `/api/v1`, `/apis/<group>/<version>`
-    ResourceList { group: String, version: String },
+    ResourceList {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
 }
 
@@ -127,7 +130,10 @@ impl Query {
     }
 
     pub fn get(&self, k: &str) -> Option<&str> {
-        self.raw.get(k).map(String::as_str).filter(|s| !s.is_empty())
+        self.raw
+            .get(k)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     pub fn flag(&self, k: &str) -> bool {
@@ -181,19 +187,39 @@ mod tests {
         );
         let p = res("/api/v1/namespaces/default/pods/p1/status");
         assert_eq!(
-            (p.namespace.as_deref(), p.resource.as_str(), p.name.as_deref(), p.subresource.as_deref()),
+            (
+                p.namespace.as_deref(),
+                p.resource.as_str(),
+                p.name.as_deref(),
+                p.subresource.as_deref()
+            ),
             (Some("default"), "pods", Some("p1"), Some("status"))
         );
         let p = res("/api/v1/namespaces/default");
-        assert_eq!((p.resource.as_str(), p.name.as_deref(), p.namespace), ("namespaces", Some("default"), None));
+        assert_eq!(
+            (p.resource.as_str(), p.name.as_deref(), p.namespace),
+            ("namespaces", Some("default"), None)
+        );
         let p = res("/api/v1/namespaces/kube-system/status");
-        assert_eq!((p.name.as_deref(), p.subresource.as_deref()), (Some("kube-system"), Some("status")));
+        assert_eq!(
+            (p.name.as_deref(), p.subresource.as_deref()),
+            (Some("kube-system"), Some("status"))
+        );
         let p = res("/api/v1/namespaces/x/configmaps");
-        assert_eq!((p.namespace.as_deref(), p.resource.as_str(), p.name), (Some("x"), "configmaps", None));
+        assert_eq!(
+            (p.namespace.as_deref(), p.resource.as_str(), p.name),
+            (Some("x"), "configmaps", None)
+        );
         let p = res("/apis/apps/v1/namespaces/d/deployments/web/scale");
-        assert_eq!((p.group.as_str(), p.subresource.as_deref()), ("apps", Some("scale")));
+        assert_eq!(
+            (p.group.as_str(), p.subresource.as_deref()),
+            ("apps", Some("scale"))
+        );
         let p = res("/api/v1/nodes/n1/status");
-        assert_eq!((p.resource.as_str(), p.subresource.as_deref()), ("nodes", Some("status")));
+        assert_eq!(
+            (p.resource.as_str(), p.subresource.as_deref()),
+            ("nodes", Some("status"))
+        );
         assert_eq!(parse_path("/version"), None);
     }
 

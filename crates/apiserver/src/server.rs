@@ -70,7 +70,10 @@ impl Reply {
     }
 
     pub fn value(status: StatusCode, v: &Value) -> Reply {
-        Reply::json(status, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+        Reply::json(
+            status,
+            Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+        )
     }
 
     pub fn stream(rx: tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>) -> Reply {
@@ -160,7 +163,8 @@ pub struct Server {
 }
 
 /// Namespaces that exist from the first start.
-pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl Server {
     /// Builds the server over `store`: registers built-ins and every stored
@@ -257,7 +261,11 @@ async fn dispatch(State(server): State<Arc<Server>>, req: Request<Body>) -> Resp
             }
         };
         let target = parse_path(&path).ok_or_else(|| {
-            ApiError::new(404, "NotFound", "the server could not find the requested resource")
+            ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
         })?;
         let accept = parts
             .headers
@@ -287,7 +295,9 @@ async fn dispatch(State(server): State<Arc<Server>>, req: Request<Body>) -> Resp
                 handlers::handle(ctx, &method).await
             }
             other if method == Method::GET => crate::discovery::serve(&server, &other, accept),
-            _ => Err(ApiError::method_not_allowed("only GET is allowed on discovery paths")),
+            _ => Err(ApiError::method_not_allowed(
+                "only GET is allowed on discovery paths",
+            )),
         }
     }
     .await;

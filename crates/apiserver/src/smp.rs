@@ -9,8 +9,13 @@ use serde_json::Value;
 /// Lists merged element-wise by a key, by field name.
 fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "env"
-        | "imagePullSecrets" | "volumeDevices" => "name",
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "volumeDevices" => "name",
         "volumeMounts" => "mountPath",
         "ports" => "containerPort",
         "conditions" => "type",

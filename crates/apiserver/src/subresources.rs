@@ -13,8 +13,8 @@ use store::{RangeRequest, StoreError};
 
 use crate::admission::Operation;
 use crate::handlers::{
-    Ctx, admit_and_validate, apply_patch, delete_one, merge_for_update,
-    parse_body, read, store_err, write_over,
+    Ctx, admit_and_validate, apply_patch, delete_one, merge_for_update, parse_body, read,
+    store_err, write_over,
 };
 use crate::object;
 use crate::registry::{Resource, ScalePaths};
@@ -22,11 +22,13 @@ use crate::server::Reply;
 
 /// `.spec.replicas` → `/spec/replicas`.
 fn pointer(path: &str) -> String {
-    path.trim_start_matches('.').split('.').fold(String::new(), |mut acc, seg| {
-        acc.push('/');
-        acc.push_str(seg);
-        acc
-    })
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |mut acc, seg| {
+            acc.push('/');
+            acc.push_str(seg);
+            acc
+        })
 }
 
 fn set_at(obj: &mut Value, path: &str, v: Value) {
@@ -46,8 +48,14 @@ fn set_at(obj: &mut Value, path: &str, v: Value) {
 }
 
 fn build_scale(res: &Resource, paths: &ScalePaths, obj: &Value) -> Value {
-    let spec = obj.pointer(&pointer(&paths.spec_replicas)).and_then(Value::as_i64).unwrap_or(0);
-    let status = obj.pointer(&pointer(&paths.status_replicas)).and_then(Value::as_i64).unwrap_or(0);
+    let spec = obj
+        .pointer(&pointer(&paths.spec_replicas))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let status = obj
+        .pointer(&pointer(&paths.status_replicas))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     let selector = paths.label_selector.as_ref().and_then(|p| {
         let v = obj.pointer(&pointer(p))?;
         if paths.selector_is_structured {
@@ -58,7 +66,13 @@ fn build_scale(res: &Resource, paths: &ScalePaths, obj: &Value) -> Value {
     });
     let m = object::meta(obj).cloned().unwrap_or_default();
     let mut meta = json!({});
-    for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
         if let Some(v) = m.get(f) {
             meta[f] = v.clone();
         }
@@ -79,17 +93,28 @@ fn build_scale(res: &Resource, paths: &ScalePaths, obj: &Value) -> Value {
 
 pub async fn scale(ctx: &Ctx<'_>, name: &str, method: &Method) -> Result<Reply, ApiError> {
     let res = ctx.res.clone();
-    let paths = res.scale.clone().ok_or_else(|| ApiError::new(404, "NotFound", "no scale subresource"))?;
-    let key = res.key(ctx.path.namespace.as_deref().filter(|_| res.namespaced), name);
+    let paths = res
+        .scale
+        .clone()
+        .ok_or_else(|| ApiError::new(404, "NotFound", "no scale subresource"))?;
+    let key = res.key(
+        ctx.path.namespace.as_deref().filter(|_| res.namespaced),
+        name,
+    );
     let dry_run = ctx.query.dry_run()?;
     if *method == Method::GET {
         let (_, obj) = read(ctx.server, &res, &key)
             .await?
             .ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
-        return Ok(Reply::value(StatusCode::OK, &build_scale(&res, &paths, &obj)));
+        return Ok(Reply::value(
+            StatusCode::OK,
+            &build_scale(&res, &paths, &obj),
+        ));
     }
     if *method != Method::PUT && *method != Method::PATCH {
-        return Err(ApiError::method_not_allowed("scale supports get, update and patch"));
+        return Err(ApiError::method_not_allowed(
+            "scale supports get, update and patch",
+        ));
     }
     let ct = ctx
         .headers
@@ -130,17 +155,31 @@ pub async fn scale(ctx: &Ctx<'_>, name: &str, method: &Method) -> Result<Reply, 
                 "autoscaling",
                 "Scale",
                 name,
-                vec![Cause::invalid("spec.replicas", "must be a non-negative integer")],
+                vec![Cause::invalid(
+                    "spec.replicas",
+                    "must be a non-negative integer",
+                )],
             ));
         };
         let mut new = old.clone();
         set_at(&mut new, &paths.spec_replicas, json!(replicas));
         let mut new = merge_for_update(&res, None, &old, new)?;
-        admit_and_validate(ctx, Operation::Update, Some("scale"), name, &mut new, Some(&old)).await?;
+        admit_and_validate(
+            ctx,
+            Operation::Update,
+            Some("scale"),
+            name,
+            &mut new,
+            Some(&old),
+        )
+        .await?;
         match write_over(ctx, &key, &cur, new.clone(), dry_run).await? {
             Ok(_) => {
                 let (_, latest) = read(ctx.server, &res, &key).await?.unwrap_or((cur, new));
-                return Ok(Reply::value(StatusCode::OK, &build_scale(&res, &paths, &latest)));
+                return Ok(Reply::value(
+                    StatusCode::OK,
+                    &build_scale(&res, &paths, &latest),
+                ));
             }
             Err(_) => continue,
         }
@@ -159,7 +198,11 @@ pub async fn evict(ctx: &Ctx<'_>, name: &str) -> Result<Reply, ApiError> {
         .namespace
         .clone()
         .ok_or_else(|| ApiError::bad_request("eviction needs a namespace"))?;
-    let body = if ctx.body.is_empty() { json!({}) } else { parse_body(&ctx.body, "application/json")? };
+    let body = if ctx.body.is_empty() {
+        json!({})
+    } else {
+        parse_body(&ctx.body, "application/json")?
+    };
     if let Some(n) = object::meta_str(&body, "name")
         && !n.is_empty()
         && n != name
@@ -168,7 +211,10 @@ pub async fn evict(ctx: &Ctx<'_>, name: &str) -> Result<Reply, ApiError> {
             "name in URL does not match name in Eviction object: {name} != {n}"
         )));
     }
-    let opts_body = body.get("deleteOptions").map(|v| v.to_string()).unwrap_or_default();
+    let opts_body = body
+        .get("deleteOptions")
+        .map(|v| v.to_string())
+        .unwrap_or_default();
     let mut opts = crate::handlers::delete_options(opts_body.as_bytes(), ctx.query)?;
     let key = res.key(Some(&ns), name);
     let (_, pod) = read(ctx.server, &res, &key)
@@ -183,7 +229,10 @@ pub async fn evict(ctx: &Ctx<'_>, name: &str) -> Result<Reply, ApiError> {
     if object::is_deleting(&pod) {
         return Ok(success());
     }
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    let phase = pod
+        .pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
     let skip_budget = matches!(phase, "Pending" | "Succeeded" | "Failed");
     if !skip_budget {
         claim_disruption(ctx, &ns, name, &pod, opts.dry_run).await?;
@@ -222,8 +271,13 @@ async fn claim_disruption(
             .map_err(store_err)?;
         let mut matching = Vec::new();
         for kv in r.kvs {
-            let Ok(pdb) = serde_json::from_slice::<Value>(&kv.value) else { continue };
-            let sel = pdb.pointer("/spec/selector").cloned().unwrap_or(Value::Null);
+            let Ok(pdb) = serde_json::from_slice::<Value>(&kv.value) else {
+                continue;
+            };
+            let sel = pdb
+                .pointer("/spec/selector")
+                .cloned()
+                .unwrap_or(Value::Null);
             if LabelSelector::from_json(&sel).is_ok_and(|s| s.matches(&labels)) {
                 matching.push((kv, pdb));
             }
@@ -233,7 +287,9 @@ async fn claim_disruption(
                 "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
             ));
         }
-        let Some((kv, mut pdb)) = matching.pop() else { return Ok(()) };
+        let Some((kv, mut pdb)) = matching.pop() else {
+            return Ok(());
+        };
         let pdb_name = object::name(&pdb).to_string();
         let refuse = |message: String| {
             let mut e = ApiError::too_many_requests(
@@ -243,17 +299,32 @@ async fn claim_disruption(
             e.retry_after_seconds = Some(5);
             e
         };
-        let generation = object::meta(&pdb).and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0);
-        let observed = pdb.pointer("/status/observedGeneration").and_then(Value::as_i64).unwrap_or(-1);
+        let generation = object::meta(&pdb)
+            .and_then(|m| m.get("generation"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let observed = pdb
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64)
+            .unwrap_or(-1);
         if observed < generation {
             return Err(refuse(format!(
                 "The disruption budget {pdb_name} is still being processed by the server."
             )));
         }
-        let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+        let allowed = pdb
+            .pointer("/status/disruptionsAllowed")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         if allowed < 1 {
-            let desired = pdb.pointer("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
-            let current = pdb.pointer("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
+            let desired = pdb
+                .pointer("/status/desiredHealthy")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let current = pdb
+                .pointer("/status/currentHealthy")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             return Err(refuse(format!(
                 "The disruption budget {pdb_name} needs {desired} healthy pods and has {current} currently"
             )));
@@ -262,17 +333,27 @@ async fn claim_disruption(
             return Ok(());
         }
         pdb["status"]["disruptionsAllowed"] = json!(allowed - 1);
-        let status = pdb.get_mut("status").and_then(Value::as_object_mut).expect("status is an object");
+        let status = pdb
+            .get_mut("status")
+            .and_then(Value::as_object_mut)
+            .expect("status is an object");
         let disrupted = status.entry("disruptedPods").or_insert_with(|| json!({}));
         if !disrupted.is_object() {
             *disrupted = json!({});
         }
         disrupted[pod_name] = json!(object::now_rfc3339());
-        match ctx.server.store.update(&kv.key, object::encode(&pdb), kv.mod_revision).await {
+        match ctx
+            .server
+            .store
+            .update(&kv.key, object::encode(&pdb), kv.mod_revision)
+            .await
+        {
             Ok(_) => return Ok(()),
             Err(StoreError::Conflict(_)) => continue,
             Err(e) => return Err(store_err(e)),
         }
     }
-    Err(ApiError::too_many_requests("the disruption budget is changing too fast; retry"))
+    Err(ApiError::too_many_requests(
+        "the disruption budget is changing too fast; retry",
+    ))
 }

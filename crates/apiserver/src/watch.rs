@@ -231,7 +231,11 @@ impl Hub {
             EventKind::Delete => {
                 let Some(p) = &ev.prev else { return };
                 let v: Value = serde_json::from_slice(&p.value).unwrap_or(Value::Null);
-                (object::with_rv(&p.value, rev), Summary::of(&v, fields), None)
+                (
+                    object::with_rv(&p.value, rev),
+                    Summary::of(&v, fields),
+                    None,
+                )
             }
         };
         let he = Arc::new(HubEvent {

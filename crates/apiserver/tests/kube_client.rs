@@ -13,7 +13,7 @@ use common::{eventually, start};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::api::policy::v1::{Eviction, PodDisruptionBudget};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -41,7 +41,10 @@ fn api_err(e: kube::Error) -> (u16, String, String) {
 async fn typed_crud_of_builtins() {
     let t = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
-    let created = cms.create(&PostParams::default(), &cm("a", &[])).await.unwrap();
+    let created = cms
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .unwrap();
     let meta = &created.metadata;
     assert!(meta.uid.is_some() && meta.creation_timestamp.is_some());
     assert_eq!(meta.generation, Some(1));
@@ -51,26 +54,49 @@ async fn typed_crud_of_builtins() {
     assert_eq!(got.data.unwrap()["k"], "v");
 
     let patched = cms
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "w", "n": "1"}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "w", "n": "1"}})),
+        )
         .await
         .unwrap();
-    let rv2: i64 = patched.metadata.resource_version.clone().unwrap().parse().unwrap();
+    let rv2: i64 = patched
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(rv2 > rv1, "resource versions increase");
     assert_eq!(patched.data.as_ref().unwrap()["k"], "w");
 
     // A no-op patch keeps the resource version.
     let same = cms
-        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "w"}})))
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "w"}})),
+        )
         .await
         .unwrap();
-    assert_eq!(same.metadata.resource_version, patched.metadata.resource_version);
+    assert_eq!(
+        same.metadata.resource_version,
+        patched.metadata.resource_version
+    );
 
     let mut replaced = patched.clone();
     replaced.data = Some([("only".to_string(), "this".to_string())].into());
-    let replaced = cms.replace("a", &PostParams::default(), &replaced).await.unwrap();
+    let replaced = cms
+        .replace("a", &PostParams::default(), &replaced)
+        .await
+        .unwrap();
     assert_eq!(replaced.data.unwrap().len(), 1);
 
-    let err = cms.create(&PostParams::default(), &cm("a", &[])).await.unwrap_err();
+    let err = cms
+        .create(&PostParams::default(), &cm("a", &[]))
+        .await
+        .unwrap_err();
     assert_eq!(api_err(err).1, "AlreadyExists");
 
     cms.delete("a", &DeleteParams::default()).await.unwrap();
@@ -80,24 +106,35 @@ async fn typed_crud_of_builtins() {
     assert_eq!(msg, "configmaps \"a\" not found");
 
     // generateName.
-    let g: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap();
+    let g: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap();
     let g = cms.create(&PostParams::default(), &g).await.unwrap();
     let name = g.metadata.name.unwrap();
     assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
 
     // Creating into a missing namespace is 404.
     let missing: Api<ConfigMap> = Api::namespaced(t.client.clone(), "nope");
-    let err = missing.create(&PostParams::default(), &cm("x", &[])).await.unwrap_err();
+    let err = missing
+        .create(&PostParams::default(), &cm("x", &[]))
+        .await
+        .unwrap_err();
     assert_eq!(api_err(err).0, 404);
 
     // A malformed pod is rejected with field causes.
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
-    let bad: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})).unwrap();
+    let bad: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}),
+    )
+    .unwrap();
     let err = pods.create(&PostParams::default(), &bad).await.unwrap_err();
     match err {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 422);
-            assert!(s.message.contains("spec.containers[0].image"), "{}", s.message);
+            assert!(
+                s.message.contains("spec.containers[0].image"),
+                "{}",
+                s.message
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -107,13 +144,19 @@ async fn typed_crud_of_builtins() {
 async fn stale_update_conflicts() {
     let t = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
-    let v1 = cms.create(&PostParams::default(), &cm("c", &[])).await.unwrap();
+    let v1 = cms
+        .create(&PostParams::default(), &cm("c", &[]))
+        .await
+        .unwrap();
     let mut a = v1.clone();
     a.data = Some([("k".into(), "first".into())].into());
     cms.replace("c", &PostParams::default(), &a).await.unwrap();
     let mut b = v1.clone();
     b.data = Some([("k".into(), "second".into())].into());
-    let err = cms.replace("c", &PostParams::default(), &b).await.unwrap_err();
+    let err = cms
+        .replace("c", &PostParams::default(), &b)
+        .await
+        .unwrap_err();
     let (code, reason, msg) = api_err(err);
     assert_eq!((code, reason.as_str()), (409, "Conflict"));
     assert!(msg.contains("the object has been modified"), "{msg}");
@@ -130,32 +173,64 @@ async fn list_selectors_and_pagination() {
         if i % 5 == 0 {
             labels.push(("canary", "yes"));
         }
-        cms.create(&PostParams::default(), &cm(&format!("cm-{i:02}"), &labels)).await.unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("cm-{i:02}"), &labels))
+            .await
+            .unwrap();
     }
     let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
-        l.items.into_iter().map(|c| c.metadata.name.unwrap()).collect()
+        l.items
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap())
+            .collect()
     };
-    let web = cms.list(&ListParams::default().labels("tier=web")).await.unwrap();
+    let web = cms
+        .list(&ListParams::default().labels("tier=web"))
+        .await
+        .unwrap();
     assert_eq!(web.items.len(), 13);
-    let not_web = cms.list(&ListParams::default().labels("tier!=web")).await.unwrap();
+    let not_web = cms
+        .list(&ListParams::default().labels("tier!=web"))
+        .await
+        .unwrap();
     assert_eq!(not_web.items.len(), 12);
-    let set = cms.list(&ListParams::default().labels("tier in (db),canary")).await.unwrap();
+    let set = cms
+        .list(&ListParams::default().labels("tier in (db),canary"))
+        .await
+        .unwrap();
     assert_eq!(names(set), ["cm-05", "cm-15"]);
-    let no_canary = cms.list(&ListParams::default().labels("!canary,tier notin (db)")).await.unwrap();
+    let no_canary = cms
+        .list(&ListParams::default().labels("!canary,tier notin (db)"))
+        .await
+        .unwrap();
     assert_eq!(no_canary.items.len(), 13 - 3);
-    let one = cms.list(&ListParams::default().fields("metadata.name=cm-07")).await.unwrap();
+    let one = cms
+        .list(&ListParams::default().fields("metadata.name=cm-07"))
+        .await
+        .unwrap();
     assert_eq!(names(one), ["cm-07"]);
-    let err = cms.list(&ListParams::default().fields("spec.bogus=1")).await.unwrap_err();
+    let err = cms
+        .list(&ListParams::default().fields("spec.bogus=1"))
+        .await
+        .unwrap_err();
     assert_eq!(api_err(err).0, 400);
 
     // Pagination: pages of 10 see a consistent snapshot.
     let first = cms.list(&ListParams::default().limit(10)).await.unwrap();
     assert_eq!(first.items.len(), 10);
     let token = first.metadata.continue_.clone().expect("continue token");
-    cms.create(&PostParams::default(), &cm("cm-00a", &[])).await.unwrap();
-    let second = cms.list(&ListParams::default().limit(10).continue_token(&token)).await.unwrap();
+    cms.create(&PostParams::default(), &cm("cm-00a", &[]))
+        .await
+        .unwrap();
+    let second = cms
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .unwrap();
     let third = cms
-        .list(&ListParams::default().limit(10).continue_token(second.metadata.continue_.as_ref().unwrap()))
+        .list(
+            &ListParams::default()
+                .limit(10)
+                .continue_token(second.metadata.continue_.as_ref().unwrap()),
+        )
         .await
         .unwrap();
     assert_eq!(third.items.len(), 5);
@@ -164,12 +239,23 @@ async fn list_selectors_and_pagination() {
     all.extend(names(second));
     all.extend(names(third));
     assert_eq!(all.len(), 25);
-    assert!(!all.contains(&"cm-00a".to_string()), "a later create is not in the snapshot");
+    assert!(
+        !all.contains(&"cm-00a".to_string()),
+        "a later create is not in the snapshot"
+    );
     // Filtered pagination.
-    let p = cms.list(&ListParams::default().labels("tier=db").limit(5)).await.unwrap();
+    let p = cms
+        .list(&ListParams::default().labels("tier=db").limit(5))
+        .await
+        .unwrap();
     assert_eq!(p.items.len(), 5);
     let p2 = cms
-        .list(&ListParams::default().labels("tier=db").limit(100).continue_token(p.metadata.continue_.as_ref().unwrap()))
+        .list(
+            &ListParams::default()
+                .labels("tier=db")
+                .limit(100)
+                .continue_token(p.metadata.continue_.as_ref().unwrap()),
+        )
         .await
         .unwrap();
     assert_eq!(p2.items.len(), 7);
@@ -180,9 +266,12 @@ async fn reflector_stays_in_sync_across_410() {
     let t = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let stream = reflector(writer, watcher(cms.clone(), watcher::Config::default().labels("app=r")))
-        .default_backoff()
-        .touched_objects();
+    let stream = reflector(
+        writer,
+        watcher(cms.clone(), watcher::Config::default().labels("app=r")),
+    )
+    .default_backoff()
+    .touched_objects();
     let handle = tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(r) = stream.next().await {
@@ -190,13 +279,32 @@ async fn reflector_stays_in_sync_across_410() {
         }
     });
     for i in 0..5 {
-        cms.create(&PostParams::default(), &cm(&format!("r{i}"), &[("app", "r")])).await.unwrap();
+        cms.create(
+            &PostParams::default(),
+            &cm(&format!("r{i}"), &[("app", "r")]),
+        )
+        .await
+        .unwrap();
     }
-    cms.create(&PostParams::default(), &cm("other", &[("app", "x")])).await.unwrap();
+    cms.create(&PostParams::default(), &cm("other", &[("app", "x")]))
+        .await
+        .unwrap();
     let snapshot = |r: &reflector::Store<ConfigMap>| {
-        let mut v: Vec<String> = r.state().iter().map(|c| {
-            format!("{}={}", c.metadata.name.clone().unwrap(), c.data.as_ref().and_then(|d| d.get("k")).cloned().unwrap_or_default())
-        }).collect();
+        let mut v: Vec<String> = r
+            .state()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}={}",
+                    c.metadata.name.clone().unwrap(),
+                    c.data
+                        .as_ref()
+                        .and_then(|d| d.get("k"))
+                        .cloned()
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
         v.sort();
         v
     };
@@ -205,10 +313,22 @@ async fn reflector_stays_in_sync_across_410() {
         async move { (s.len() == 5).then_some(()) }
     })
     .await;
-    cms.patch("r1", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "updated"}}))).await.unwrap();
+    cms.patch(
+        "r1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "updated"}})),
+    )
+    .await
+    .unwrap();
     cms.delete("r2", &DeleteParams::default()).await.unwrap();
     // r3 stops matching the selector: the watch must report it deleted.
-    cms.patch("r3", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "gone"}}}))).await.unwrap();
+    cms.patch(
+        "r3",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "gone"}}})),
+    )
+    .await
+    .unwrap();
     eventually(5, || {
         let s = snapshot(&reader);
         async move { (s == ["r0=v", "r1=updated", "r4=v"]).then_some(()) }
@@ -219,8 +339,16 @@ async fn reflector_stays_in_sync_across_410() {
     // only visible through the relist the 410 forces.
     t.server.expire_watches();
     cms.delete("r0", &DeleteParams::default()).await.unwrap();
-    cms.create(&PostParams::default(), &cm("r5", &[("app", "r")])).await.unwrap();
-    cms.patch("r4", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "after410"}}))).await.unwrap();
+    cms.create(&PostParams::default(), &cm("r5", &[("app", "r")]))
+        .await
+        .unwrap();
+    cms.patch(
+        "r4",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "after410"}})),
+    )
+    .await
+    .unwrap();
     eventually(10, || {
         let s = snapshot(&reader);
         async move { (s == ["r1=updated", "r4=after410", "r5=v"]).then_some(()) }
@@ -233,14 +361,25 @@ async fn reflector_stays_in_sync_across_410() {
 async fn raw_watch_gets_410_in_stream() {
     let t = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
-    let c = cms.create(&PostParams::default(), &cm("w", &[])).await.unwrap();
+    let c = cms
+        .create(&PostParams::default(), &cm("w", &[]))
+        .await
+        .unwrap();
     let rv = c.metadata.resource_version.unwrap();
     // Touch the hub so it exists, then expire it.
-    let _ = cms.watch(&kube::api::WatchParams::default().timeout(1), &rv).await.unwrap();
+    let _ = cms
+        .watch(&kube::api::WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap();
     t.server.expire_watches();
-    let stream = cms.watch(&kube::api::WatchParams::default(), &rv).await.unwrap();
+    let stream = cms
+        .watch(&kube::api::WatchParams::default(), &rv)
+        .await
+        .unwrap();
     futures::pin_mut!(stream);
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+        .await
+        .unwrap();
     match first {
         Ok(Some(kube::api::WatchEvent::Error(e))) => assert_eq!(e.code, 410),
         other => panic!("expected an in-stream 410, got {other:?}"),
@@ -251,37 +390,54 @@ async fn raw_watch_gets_410_in_stream() {
 async fn finalizer_helper_flow() {
     let t = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
-    cms.create(&PostParams::default(), &cm("f", &[])).await.unwrap();
+    cms.create(&PostParams::default(), &cm("f", &[]))
+        .await
+        .unwrap();
     let cleaned = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let run = |obj: ConfigMap| {
         let cms = cms.clone();
         let cleaned = cleaned.clone();
         async move {
-            kube::runtime::finalizer(&cms, "trellis.test/cleanup", Arc::new(obj), |ev| async move {
-                match ev {
-                    kube::runtime::finalizer::Event::Apply(_) => {
-                        Ok::<_, kube::Error>(kube::runtime::controller::Action::await_change())
+            kube::runtime::finalizer(
+                &cms,
+                "trellis.test/cleanup",
+                Arc::new(obj),
+                |ev| async move {
+                    match ev {
+                        kube::runtime::finalizer::Event::Apply(_) => {
+                            Ok::<_, kube::Error>(kube::runtime::controller::Action::await_change())
+                        }
+                        kube::runtime::finalizer::Event::Cleanup(_) => {
+                            cleaned.store(true, std::sync::atomic::Ordering::SeqCst);
+                            Ok(kube::runtime::controller::Action::await_change())
+                        }
                     }
-                    kube::runtime::finalizer::Event::Cleanup(_) => {
-                        cleaned.store(true, std::sync::atomic::Ordering::SeqCst);
-                        Ok(kube::runtime::controller::Action::await_change())
-                    }
-                }
-            })
+                },
+            )
             .await
             .map_err(|e| format!("{e:?}"))
         }
     };
     run(cms.get("f").await.unwrap()).await.unwrap();
     let got = cms.get("f").await.unwrap();
-    assert_eq!(got.metadata.finalizers.as_deref(), Some(&["trellis.test/cleanup".to_string()][..]));
+    assert_eq!(
+        got.metadata.finalizers.as_deref(),
+        Some(&["trellis.test/cleanup".to_string()][..])
+    );
     run(got).await.unwrap();
     cms.delete("f", &DeleteParams::default()).await.unwrap();
     let marked = cms.get("f").await.unwrap();
-    assert!(marked.metadata.deletion_timestamp.is_some(), "an object with finalizers is only marked");
+    assert!(
+        marked.metadata.deletion_timestamp.is_some(),
+        "an object with finalizers is only marked"
+    );
     // No new finalizer while deleting.
     let err = cms
-        .patch("f", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["trellis.test/cleanup", "another"]}})))
+        .patch(
+            "f",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["trellis.test/cleanup", "another"]}})),
+        )
         .await
         .unwrap_err();
     assert_eq!(api_err(err).0, 422);
@@ -316,17 +472,27 @@ async fn garbage_collection_modes() {
 
     // Background: the owner goes at once, dependents follow.
     let owner = cms.create(&pp, &cm("bg-owner", &[])).await.unwrap();
-    cms.create(&pp, &owned_cm("bg-dep1", &owner, false)).await.unwrap();
-    cms.create(&pp, &owned_cm("bg-dep2", &owner, false)).await.unwrap();
-    cms.delete("bg-owner", &DeleteParams::background()).await.unwrap();
+    cms.create(&pp, &owned_cm("bg-dep1", &owner, false))
+        .await
+        .unwrap();
+    cms.create(&pp, &owned_cm("bg-dep2", &owner, false))
+        .await
+        .unwrap();
+    cms.delete("bg-owner", &DeleteParams::background())
+        .await
+        .unwrap();
     assert!(cms.get_opt("bg-owner").await.unwrap().is_none());
     eventually(5, || gone("bg-dep1")).await;
     eventually(5, || gone("bg-dep2")).await;
 
     // Orphan: dependents stay, without the owner reference.
     let owner = cms.create(&pp, &cm("or-owner", &[])).await.unwrap();
-    cms.create(&pp, &owned_cm("or-dep", &owner, false)).await.unwrap();
-    cms.delete("or-owner", &DeleteParams::orphan()).await.unwrap();
+    cms.create(&pp, &owned_cm("or-dep", &owner, false))
+        .await
+        .unwrap();
+    cms.delete("or-owner", &DeleteParams::orphan())
+        .await
+        .unwrap();
     eventually(5, || gone("or-owner")).await;
     let dep = cms.get("or-dep").await.unwrap();
     assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
@@ -337,13 +503,35 @@ async fn garbage_collection_modes() {
     let mut held = owned_cm("fg-held", &owner, true);
     held.metadata.finalizers = Some(vec!["trellis.test/hold".into()]);
     cms.create(&pp, &held).await.unwrap();
-    cms.create(&pp, &owned_cm("fg-free", &owner, false)).await.unwrap();
-    cms.delete("fg-owner", &DeleteParams::foreground()).await.unwrap();
+    cms.create(&pp, &owned_cm("fg-free", &owner, false))
+        .await
+        .unwrap();
+    cms.delete("fg-owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
     eventually(5, || gone("fg-free")).await;
     let o = cms.get("fg-owner").await.unwrap();
-    assert!(o.metadata.finalizers.unwrap().contains(&"foregroundDeletion".to_string()));
-    assert!(cms.get("fg-held").await.unwrap().metadata.deletion_timestamp.is_some());
-    cms.patch("fg-held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    assert!(
+        o.metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    assert!(
+        cms.get("fg-held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    cms.patch(
+        "fg-held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     eventually(5, || gone("fg-held")).await;
     eventually(5, || gone("fg-owner")).await;
 
@@ -371,12 +559,21 @@ fn deployment(name: &str, replicas: i32) -> Deployment {
 async fn status_scale_and_generation() {
     let t = start().await;
     let deps: Api<Deployment> = Api::namespaced(t.client.clone(), "default");
-    let d = deps.create(&PostParams::default(), &deployment("web", 2)).await.unwrap();
+    let d = deps
+        .create(&PostParams::default(), &deployment("web", 2))
+        .await
+        .unwrap();
     assert_eq!(d.metadata.generation, Some(1));
 
     // /status changes status only, and not generation.
     let s = deps
-        .patch_status("web", &PatchParams::default(), &Patch::Merge(json!({"status": {"replicas": 2, "readyReplicas": 1}, "spec": {"replicas": 9}})))
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"replicas": 2, "readyReplicas": 1}, "spec": {"replicas": 9}}),
+            ),
+        )
         .await
         .unwrap();
     assert_eq!(s.status.as_ref().unwrap().replicas, Some(2));
@@ -385,7 +582,11 @@ async fn status_scale_and_generation() {
 
     // The main resource ignores status; metadata-only changes keep generation.
     let m = deps
-        .patch("web", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}, "status": {"replicas": 7}})))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}, "status": {"replicas": 7}})),
+        )
         .await
         .unwrap();
     assert_eq!(m.metadata.generation, Some(1));
@@ -393,7 +594,11 @@ async fn status_scale_and_generation() {
 
     // A spec change bumps generation.
     let g = deps
-        .patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"minReadySeconds": 5}})))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minReadySeconds": 5}})),
+        )
         .await
         .unwrap();
     assert_eq!(g.metadata.generation, Some(2));
@@ -401,9 +606,16 @@ async fn status_scale_and_generation() {
     // Scale.
     let scale = deps.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(2));
-    assert_eq!(scale.status.as_ref().unwrap().selector.as_deref(), Some("app=web"));
+    assert_eq!(
+        scale.status.as_ref().unwrap().selector.as_deref(),
+        Some("app=web")
+    );
     let scaled = deps
-        .patch_scale("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 5}})))
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
         .await
         .unwrap();
     assert_eq!(scaled.spec.unwrap().replicas, Some(5));
@@ -413,12 +625,23 @@ async fn status_scale_and_generation() {
 
     // Invalid objects are 422 with causes.
     let mut bad = deployment("bad", -1);
-    bad.spec.as_mut().unwrap().template.metadata.as_mut().unwrap().labels = Some([("app".into(), "other".into())].into());
+    bad.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .metadata
+        .as_mut()
+        .unwrap()
+        .labels = Some([("app".into(), "other".into())].into());
     match deps.create(&PostParams::default(), &bad).await.unwrap_err() {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 422);
             assert!(s.message.contains("spec.replicas"), "{}", s.message);
-            assert!(s.message.contains("spec.template.metadata.labels"), "{}", s.message);
+            assert!(
+                s.message.contains("spec.template.metadata.labels"),
+                "{}",
+                s.message
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -455,10 +678,17 @@ async fn custom_resources() {
     let crds: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     let crd: CustomResourceDefinition = serde_json::from_str(WIDGET_CRD).unwrap();
     crds.create(&PostParams::default(), &crd).await.unwrap();
-    kube::runtime::wait::await_condition(crds.clone(), "widgets.example.com", kube::runtime::conditions::is_crd_established())
-        .await
-        .unwrap();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
+    kube::runtime::wait::await_condition(
+        crds.clone(),
+        "widgets.example.com",
+        kube::runtime::conditions::is_crd_established(),
+    )
+    .await
+    .unwrap();
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
     let widgets: Api<DynamicObject> = Api::namespaced_with(t.client.clone(), "default", &ar);
     let w: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "Widget",
@@ -470,15 +700,25 @@ async fn custom_resources() {
     let created = widgets.create(&PostParams::default(), &w).await.unwrap();
     assert_eq!(created.data["spec"]["replicas"], 1, "defaulted");
     assert!(created.data["spec"].get("unknown").is_none(), "pruned");
-    assert_eq!(created.data["spec"]["extra"]["anything"]["goes"], true, "preserved");
-    assert!(created.data.get("status").is_none(), "status is ignored on create");
+    assert_eq!(
+        created.data["spec"]["extra"]["anything"]["goes"], true,
+        "preserved"
+    );
+    assert!(
+        created.data.get("status").is_none(),
+        "status is ignored on create"
+    );
 
     let bad: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"},
         "spec": {"size": "huge", "replicas": -2},
     }))
     .unwrap();
-    match widgets.create(&PostParams::default(), &bad).await.unwrap_err() {
+    match widgets
+        .create(&PostParams::default(), &bad)
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 422, "{}", s.message);
             assert!(s.message.contains("spec.size"), "{}", s.message);
@@ -489,12 +729,20 @@ async fn custom_resources() {
 
     // Status and scale subresources on a custom resource.
     let st = widgets
-        .patch_status("w1", &PatchParams::default(), &Patch::Merge(json!({"status": {"replicas": 1}})))
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 1}})),
+        )
         .await
         .unwrap();
     assert_eq!(st.data["status"]["replicas"], 1);
     widgets
-        .patch_scale("w1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 4}})))
+        .patch_scale(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
         .await
         .unwrap();
     let w1 = widgets.get("w1").await.unwrap();
@@ -503,7 +751,11 @@ async fn custom_resources() {
 
     // Strategic merge patch is not for custom resources.
     let err = widgets
-        .patch("w1", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"size": "large"}})))
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"size": "large"}})),
+        )
         .await
         .unwrap_err();
     assert_eq!(api_err(err).0, 415);
@@ -511,14 +763,25 @@ async fn custom_resources() {
     // Updates to custom resources need a resourceVersion.
     let mut no_rv = w1.clone();
     no_rv.metadata.resource_version = None;
-    let err = widgets.replace("w1", &PostParams::default(), &no_rv).await.unwrap_err();
+    let err = widgets
+        .replace("w1", &PostParams::default(), &no_rv)
+        .await
+        .unwrap_err();
     assert_eq!(api_err(err).0, 422);
 
     // Deleting the CRD deletes its objects and stops serving it.
-    crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
     eventually(10, || {
         let crds = crds.clone();
-        async move { crds.get_opt("widgets.example.com").await.unwrap().is_none().then_some(()) }
+        async move {
+            crds.get_opt("widgets.example.com")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        }
     })
     .await;
     let err = widgets.list(&ListParams::default()).await.unwrap_err();
@@ -533,19 +796,41 @@ async fn namespace_deletion_empties_it() {
     nss.create(&PostParams::default(), &ns).await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), "scratch");
     for i in 0..3 {
-        cms.create(&PostParams::default(), &cm(&format!("c{i}"), &[])).await.unwrap();
+        cms.create(&PostParams::default(), &cm(&format!("c{i}"), &[]))
+            .await
+            .unwrap();
     }
-    nss.delete("scratch", &DeleteParams::default()).await.unwrap();
+    nss.delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
     let terminating = nss.get("scratch").await.unwrap();
-    assert_eq!(terminating.status.unwrap().phase.as_deref(), Some("Terminating"));
-    let err = cms.create(&PostParams::default(), &cm("late", &[])).await.unwrap_err();
+    assert_eq!(
+        terminating.status.unwrap().phase.as_deref(),
+        Some("Terminating")
+    );
+    let err = cms
+        .create(&PostParams::default(), &cm("late", &[]))
+        .await
+        .unwrap_err();
     assert_eq!(api_err(err).0, 403);
     eventually(10, || {
         let nss = nss.clone();
-        async move { nss.get_opt("scratch").await.unwrap().is_none().then_some(()) }
+        async move {
+            nss.get_opt("scratch")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        }
     })
     .await;
-    assert!(cms.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(
+        cms.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }
 
 fn ready_pod(name: &str) -> Pod {
@@ -561,11 +846,17 @@ async fn eviction_respects_disruption_budgets() {
     let t = start().await;
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
     for n in ["p1", "p2"] {
-        pods.create(&PostParams::default(), &ready_pod(n)).await.unwrap();
-        pods.patch_status(n, &PatchParams::default(), &Patch::Merge(json!({"status": {
-            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})))
+        pods.create(&PostParams::default(), &ready_pod(n))
             .await
             .unwrap();
+        pods.patch_status(
+            n,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap();
     }
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(t.client.clone(), "default");
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
@@ -582,15 +873,19 @@ async fn eviction_respects_disruption_budgets() {
         }
     })
     .await;
-    let ev = Eviction { metadata: kube::api::ObjectMeta { name: Some("p1".into()), ..Default::default() }, delete_options: None };
-    let _ = ev;
-    pods.evict("p1", &kube::api::EvictParams::default()).await.unwrap();
+    pods.evict("p1", &kube::api::EvictParams::default())
+        .await
+        .unwrap();
     eventually(5, || {
         let pods = pods.clone();
         async move { pods.get_opt("p1").await.unwrap().is_none().then_some(()) }
     })
     .await;
-    match pods.evict("p2", &kube::api::EvictParams::default()).await.unwrap_err() {
+    match pods
+        .evict("p2", &kube::api::EvictParams::default())
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 429);
             assert!(s.message.contains("disruption budget"), "{}", s.message);

@@ -35,17 +35,11 @@ async fn next_event(w: &mut WatchStream) -> crate::Event {
 pub async fn revisions_and_versions(s: Arc<dyn Store>) {
     assert_eq!(s.current_revision(), 0);
     let a = s.create("/r/a", b("1")).await.unwrap();
-    assert_eq!(
-        (a.create_revision, a.mod_revision, a.version),
-        (1, 1, 1)
-    );
+    assert_eq!((a.create_revision, a.mod_revision, a.version), (1, 1, 1));
     let b2 = s.create("/r/b", b("1")).await.unwrap();
     assert_eq!(b2.mod_revision, 2);
     let a2 = s.update("/r/a", b("2"), a.mod_revision).await.unwrap();
-    assert_eq!(
-        (a2.create_revision, a2.mod_revision, a2.version),
-        (1, 3, 2)
-    );
+    assert_eq!((a2.create_revision, a2.mod_revision, a2.version), (1, 3, 2));
     assert_eq!(s.current_revision(), 3);
     let (got, rev) = s.get("/r/a", None).await.unwrap();
     assert_eq!(got.unwrap().value, b("2"));
@@ -166,7 +160,10 @@ pub async fn reads_at_past_revisions(s: Arc<dyn Store>) {
     let (old, rev) = s.get("/h/a", Some(1)).await.unwrap();
     assert_eq!(rev, 1);
     let old = old.unwrap();
-    assert_eq!((old.value.clone(), old.mod_revision, old.version), (b("a1"), 1, 1));
+    assert_eq!(
+        (old.value.clone(), old.mod_revision, old.version),
+        (b("a1"), 1, 1)
+    );
     assert_eq!(s.get("/h/b", Some(4)).await.unwrap().0, None);
     assert_eq!(
         s.get("/h/a", Some(99)).await,
@@ -182,7 +179,10 @@ pub async fn watch_replay_and_live(s: Arc<dyn Store>) {
     s.create("/other/a", b("1")).await.unwrap(); // 2
     let mut w = s.watch("/w/", 0).await.unwrap();
     let e = next_event(&mut w).await;
-    assert_eq!((e.kind, e.kv.mod_revision, e.prev.clone()), (EventKind::Put, 1, None));
+    assert_eq!(
+        (e.kind, e.kv.mod_revision, e.prev.clone()),
+        (EventKind::Put, 1, None)
+    );
     s.update("/w/a", b("2"), a.mod_revision).await.unwrap(); // 3
     let e = next_event(&mut w).await;
     assert_eq!(e.kind, EventKind::Put);
@@ -192,7 +192,11 @@ pub async fn watch_replay_and_live(s: Arc<dyn Store>) {
     let e = next_event(&mut w).await;
     assert_eq!(e.kind, EventKind::Delete);
     assert_eq!(e.kv.mod_revision, 4);
-    assert_eq!(e.prev.unwrap().value, b("2"), "a delete carries the previous value");
+    assert_eq!(
+        e.prev.unwrap().value,
+        b("2"),
+        "a delete carries the previous value"
+    );
     // From a revision: only later events.
     let mut w2 = s.watch("/w/", 3).await.unwrap();
     let e = next_event(&mut w2).await;
@@ -237,7 +241,10 @@ pub async fn compaction(s: Arc<dyn Store>) {
         s.get("/c/a", Some(1)).await,
         Err(StoreError::Compacted { requested: 1, .. })
     ));
-    assert_eq!(s.get("/c/a", Some(2)).await.unwrap().0.unwrap().value, b("2"));
+    assert_eq!(
+        s.get("/c/a", Some(2)).await.unwrap().0.unwrap().value,
+        b("2")
+    );
     assert!(matches!(
         s.watch("/c/", 1).await,
         Err(StoreError::Compacted { .. })
@@ -294,7 +301,9 @@ pub async fn transactions(s: Arc<dyn Store>) {
     let resp = s
         .txn(Txn {
             conditions: vec![],
-            ops: vec![Op::Delete { key: "/t/zz".into() }],
+            ops: vec![Op::Delete {
+                key: "/t/zz".into(),
+            }],
         })
         .await
         .unwrap();
@@ -330,7 +339,10 @@ pub async fn concurrent_writers(s: Arc<dyn Store>) {
     let mut all = Vec::new();
     for t in tasks {
         let revs = t.await.unwrap();
-        assert!(revs.windows(2).all(|w| w[0] < w[1]), "revisions increase per writer");
+        assert!(
+            revs.windows(2).all(|w| w[0] < w[1]),
+            "revisions increase per writer"
+        );
         all.extend(revs);
     }
     all.sort();

@@ -226,12 +226,13 @@ fn run_batch(shared: &Shared, reqs: Vec<Request>, persistence: &mut dyn Persiste
             match req {
                 Request::Compact(rev, reply) => compactions.push((rev, reply)),
                 Request::Txn(txn, reply) => {
-                    let lookup = |overlay: &HashMap<Arc<str>, Option<KeyValue>>, key: &str| {
-                        match overlay.get(key) {
+                    let lookup =
+                        |overlay: &HashMap<Arc<str>, Option<KeyValue>>, key: &str| match overlay
+                            .get(key)
+                        {
                             Some(v) => v.clone(),
                             None => state.kvs.get(key).cloned(),
-                        }
-                    };
+                        };
                     let holds = txn.conditions.iter().all(|c| {
                         let cur = lookup(&overlay, c.key());
                         match c {
@@ -274,10 +275,7 @@ fn run_batch(shared: &Shared, reqs: Vec<Request>, persistence: &mut dyn Persiste
                                     kv: kv.clone(),
                                     prev: prev.clone(),
                                 });
-                                results.push(OpResult {
-                                    prev,
-                                    kv: Some(kv),
-                                });
+                                results.push(OpResult { prev, kv: Some(kv) });
                             }
                             Op::Delete { .. } => {
                                 if let Some(p) = &prev {
@@ -409,11 +407,7 @@ fn compact_locked(state: &mut State, rev: Revision) -> Result<()> {
     if rev <= state.compacted {
         return Ok(());
     }
-    while state
-        .log
-        .front()
-        .is_some_and(|(_, c)| c.revision <= rev)
-    {
+    while state.log.front().is_some_and(|(_, c)| c.revision <= rev) {
         state.log.pop_front();
     }
     state.compacted = rev;
@@ -494,7 +488,11 @@ fn range_locked(state: &State, req: &RangeRequest) -> Result<RangeResponse> {
         Bound::Included(s) => k >= s,
         Bound::Unbounded => true,
     };
-    let limit = if req.limit == 0 { usize::MAX } else { req.limit };
+    let limit = if req.limit == 0 {
+        usize::MAX
+    } else {
+        req.limit
+    };
     let mut kvs = Vec::new();
     let mut more = false;
     if rev == state.revision {
@@ -517,7 +515,9 @@ fn range_locked(state: &State, req: &RangeRequest) -> Result<RangeResponse> {
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        rewind(state, rev, &mut map, |k| k.starts_with(prefix) && after_start(k));
+        rewind(state, rev, &mut map, |k| {
+            k.starts_with(prefix) && after_start(k)
+        });
         for kv in map.into_values() {
             if kvs.len() == limit {
                 more = true;

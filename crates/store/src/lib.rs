@@ -281,7 +281,9 @@ pub trait Store: Send + Sync + 'static {
                 .ok_or_else(|| StoreError::Io("put returned no value".into())),
             TxnResponse::Failed { mut current } => match current.pop().flatten() {
                 Some(kv) => Err(StoreError::AlreadyExists(kv)),
-                None => Err(StoreError::Io("create failed without a current value".into())),
+                None => Err(StoreError::Io(
+                    "create failed without a current value".into(),
+                )),
             },
         }
     }

@@ -37,7 +37,12 @@ struct Target {
 }
 
 impl Target {
-    async fn send(&self, method: &str, path: &str, body: Option<Vec<u8>>) -> anyhow::Result<(u16, Bytes)> {
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<(u16, Bytes)> {
         let req = http::Request::builder()
             .method(method)
             .uri(format!("{}{}", self.base, path))
@@ -66,9 +71,11 @@ fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
         })
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
@@ -84,14 +91,25 @@ fn configmap(name: &str, size: usize) -> Vec<u8> {
 }
 
 async fn create_namespace(t: &Target, ns: &str) -> anyhow::Result<()> {
-    let body = serde_json::to_vec(&json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name": ns}}))?;
+    let body =
+        serde_json::to_vec(&json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name": ns}}))?;
     let (code, b) = t.send("POST", "/api/v1/namespaces", Some(body)).await?;
-    anyhow::ensure!(code == 201 || code == 409, "creating namespace {ns}: {code} {}", String::from_utf8_lossy(&b));
+    anyhow::ensure!(
+        code == 201 || code == 409,
+        "creating namespace {ns}: {code} {}",
+        String::from_utf8_lossy(&b)
+    );
     Ok(())
 }
 
 /// Creates `n` objects with `conc` concurrent clients; returns creates/s.
-async fn creates(t: &Arc<Target>, ns: &str, n: usize, conc: usize, size: usize) -> anyhow::Result<f64> {
+async fn creates(
+    t: &Arc<Target>,
+    ns: &str,
+    n: usize,
+    conc: usize,
+    size: usize,
+) -> anyhow::Result<f64> {
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..conc {
@@ -101,9 +119,17 @@ async fn creates(t: &Arc<Target>, ns: &str, n: usize, conc: usize, size: usize) 
             let mut i = w;
             while i < n {
                 let (code, b) = t
-                    .send("POST", &format!("/api/v1/namespaces/{ns}/configmaps"), Some(configmap(&format!("cm-{i:07}"), size)))
+                    .send(
+                        "POST",
+                        &format!("/api/v1/namespaces/{ns}/configmaps"),
+                        Some(configmap(&format!("cm-{i:07}"), size)),
+                    )
                     .await?;
-                anyhow::ensure!(code == 201, "create: {code} {}", String::from_utf8_lossy(&b));
+                anyhow::ensure!(
+                    code == 201,
+                    "create: {code} {}",
+                    String::from_utf8_lossy(&b)
+                );
                 i += conc;
             }
             anyhow::Ok(())
@@ -115,7 +141,11 @@ async fn creates(t: &Arc<Target>, ns: &str, n: usize, conc: usize, size: usize) 
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -> anyhow::Result<()> {
+async fn apiserver_bench(
+    objects: usize,
+    list_objects: usize,
+    in_memory: bool,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store = crate::open_store(dir.path(), in_memory)?;
     let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
@@ -125,9 +155,18 @@ async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -
     tokio::spawn(async move { srv.serve(listener, std::future::pending()).await });
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
-    let client: HttpClient = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(64).build(connector);
-    let t = Arc::new(Target { client, base: format!("http://{addr}") });
-    let backend = if in_memory { "memory" } else { "file (durable)" };
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(64)
+        .build(connector);
+    let t = Arc::new(Target {
+        client,
+        base: format!("http://{addr}"),
+    });
+    let backend = if in_memory {
+        "memory"
+    } else {
+        "file (durable)"
+    };
     println!("| measurement | result |");
     println!("|---|---|");
     println!("| store backend | {backend} |");
@@ -136,19 +175,31 @@ async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -
         create_namespace(&t, ns).await?;
         let n = if conc == 1 { 3_000 } else { 10_000 };
         let rate = creates(&t, ns, n, conc, 1024).await?;
-        println!("| creates/s, 1 KiB ConfigMap, {conc} concurrent client(s), {n} objects | {rate:.0} |");
+        println!(
+            "| creates/s, 1 KiB ConfigMap, {conc} concurrent client(s), {n} objects | {rate:.0} |"
+        );
     }
 
     // GET latency on one connection.
     let mut lat = Vec::new();
     for i in 0..5_000 {
         let s = Instant::now();
-        let (code, _) = t.send("GET", &format!("/api/v1/namespaces/c16/configmaps/cm-{:07}", i % 10_000), None).await?;
+        let (code, _) = t
+            .send(
+                "GET",
+                &format!("/api/v1/namespaces/c16/configmaps/cm-{:07}", i % 10_000),
+                None,
+            )
+            .await?;
         anyhow::ensure!(code == 200, "get: {code}");
         lat.push(s.elapsed());
     }
     lat.sort();
-    println!("| GET latency p50 / p99 (5,000 GETs) | {} / {} |", ms(percentile(&lat, 0.5)), ms(percentile(&lat, 0.99)));
+    println!(
+        "| GET latency p50 / p99 (5,000 GETs) | {} / {} |",
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
 
     // LIST latency of `list_objects` objects.
     create_namespace(&t, "list").await?;
@@ -156,8 +207,13 @@ async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -
     let mut lat = Vec::new();
     for _ in 0..50 {
         let s = Instant::now();
-        let (code, body) = t.send("GET", "/api/v1/namespaces/list/configmaps", None).await?;
-        anyhow::ensure!(code == 200 && body.len() > list_objects * 1000, "list: {code}");
+        let (code, body) = t
+            .send("GET", "/api/v1/namespaces/list/configmaps", None)
+            .await?;
+        anyhow::ensure!(
+            code == 200 && body.len() > list_objects * 1000,
+            "list: {code}"
+        );
         lat.push(s.elapsed());
     }
     lat.sort();
@@ -171,19 +227,30 @@ async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -
     creates(&t, "list2k", 2_000, 16, 500).await?;
     for _ in 0..100 {
         let s = Instant::now();
-        let (code, _) = t.send("GET", "/api/v1/namespaces/list2k/configmaps", None).await?;
+        let (code, _) = t
+            .send("GET", "/api/v1/namespaces/list2k/configmaps", None)
+            .await?;
         anyhow::ensure!(code == 200, "list: {code}");
         lat.push(s.elapsed());
     }
     lat.sort();
-    println!("| LIST latency p50 / p99, 2,000 × 500 B objects | {} / {} |", ms(percentile(&lat, 0.5)), ms(percentile(&lat, 0.99)));
+    println!(
+        "| LIST latency p50 / p99, 2,000 × 500 B objects | {} / {} |",
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99))
+    );
 
     // Watch delivery latency with 100 watchers.
     create_namespace(&t, "watch").await?;
     let rv = {
-        let (_, b) = t.send("GET", "/api/v1/namespaces/watch/configmaps", None).await?;
+        let (_, b) = t
+            .send("GET", "/api/v1/namespaces/watch/configmaps", None)
+            .await?;
         let v: serde_json::Value = serde_json::from_slice(&b)?;
-        v["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string()
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("0")
+            .to_string()
     };
     let origin = Instant::now();
     let events = 200usize;
@@ -195,21 +262,29 @@ async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -
         let rv = rv.clone();
         watchers.push(tokio::spawn(async move {
             let req = http::Request::builder()
-                .uri(format!("{}/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion={rv}", t.base))
+                .uri(format!(
+                    "{}/api/v1/namespaces/watch/configmaps?watch=true&resourceVersion={rv}",
+                    t.base
+                ))
                 .body(Full::new(Bytes::new()))?;
             let resp = t.client.request(req).await?;
             let mut body = resp.into_body();
             let mut buf = Vec::new();
             let mut seen = 0;
             while seen < events {
-                let Some(frame) = body.frame().await else { break };
+                let Some(frame) = body.frame().await else {
+                    break;
+                };
                 let frame = frame?;
                 if let Some(d) = frame.data_ref() {
                     buf.extend_from_slice(d);
                     while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
                         let line: Vec<u8> = buf.drain(..=pos).collect();
                         let v: serde_json::Value = serde_json::from_slice(&line)?;
-                        if let Some(sent) = v["object"]["data"]["sentMicros"].as_str().and_then(|s| s.parse::<u64>().ok()) {
+                        if let Some(sent) = v["object"]["data"]["sentMicros"]
+                            .as_str()
+                            .and_then(|s| s.parse::<u64>().ok())
+                        {
                             let now = origin.elapsed();
                             let _ = tx.send(now.saturating_sub(Duration::from_micros(sent)));
                             seen += 1;
@@ -224,8 +299,12 @@ async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -
     tokio::time::sleep(Duration::from_millis(500)).await;
     for i in 0..events {
         let sent = origin.elapsed().as_micros().to_string();
-        let body = serde_json::to_vec(&json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name": format!("w-{i}")},"data":{"sentMicros": sent}}))?;
-        let (code, _) = t.send("POST", "/api/v1/namespaces/watch/configmaps", Some(body)).await?;
+        let body = serde_json::to_vec(
+            &json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name": format!("w-{i}")},"data":{"sentMicros": sent}}),
+        )?;
+        let (code, _) = t
+            .send("POST", "/api/v1/namespaces/watch/configmaps", Some(body))
+            .await?;
         anyhow::ensure!(code == 201, "watch create: {code}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -261,8 +340,10 @@ async fn apiserver_bench(objects: usize, list_objects: usize, in_memory: bool) -
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Apiserver { objects, list_objects, in_memory } => {
-            apiserver_bench(objects, list_objects, in_memory).await
-        }
+        BenchCommand::Apiserver {
+            objects,
+            list_objects,
+            in_memory,
+        } => apiserver_bench(objects, list_objects, in_memory).await,
     }
 }

@@ -13,7 +13,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "trellis", version, about = "A Kubernetes-native control plane for the lifecycle of worker machines")]
+#[command(
+    name = "trellis",
+    version,
+    about = "A Kubernetes-native control plane for the lifecycle of worker machines"
+)]
 struct Cli {
     /// Log level: error, warn, info, debug, trace (or a tracing filter).
     #[arg(long, global = true, default_value = "info", env = "TRELLIS_LOG")]
@@ -27,6 +31,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run trellis on this machine: the embedded API server on a durable
+    /// store in the per-user data directory (controllers join as they land).
+    Up(ServerArgs),
     /// Run the embedded Kubernetes-compatible API server alone.
     Server(ServerArgs),
     /// Measure parts of trellis; results are printed as Markdown.
@@ -55,19 +62,25 @@ pub fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
         return PathBuf::from(x).join("trellis");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".local/share/trellis")
 }
 
 /// Opens the store: the durable file backend under `data_dir/store`, or
 /// memory.
-pub fn open_store(data_dir: &std::path::Path, in_memory: bool) -> anyhow::Result<Arc<dyn store::Store>> {
+pub fn open_store(
+    data_dir: &std::path::Path,
+    in_memory: bool,
+) -> anyhow::Result<Arc<dyn store::Store>> {
     if in_memory {
         return Ok(Arc::new(store::MemoryStore::new()));
     }
     let dir = data_dir.join("store");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let s = store::FileStore::open(&dir).with_context(|| format!("opening the store in {}", dir.display()))?;
+    let s = store::FileStore::open(&dir)
+        .with_context(|| format!("opening the store in {}", dir.display()))?;
     Ok(Arc::new(s))
 }
 
@@ -88,7 +101,8 @@ async fn shutdown_signal() {
 
 async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
     let store = open_store(&data_dir, args.in_memory)?;
     let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -109,10 +123,12 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     logging::init(&cli.log_level, cli.log_json);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Server(args) => run_server(args).await,
+            Command::Up(args) | Command::Server(args) => run_server(args).await,
             Command::Bench { what } => bench::run(what).await,
         }
     })

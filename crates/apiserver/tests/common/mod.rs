@@ -26,7 +26,9 @@ pub async fn start_with(config: Config) -> TestServer {
     let srv = server.clone();
     tokio::spawn(async move { srv.serve(listener, std::future::pending()).await });
     let url = format!("http://{addr}");
-    let config = kube::Config::new(url.parse().unwrap());
+    let mut config = kube::Config::new(url.parse().unwrap());
+    // kube-rs retries 429s by itself; tests want to see them.
+    config.default_retry = false;
     let client = kube::Client::try_from(config).unwrap();
     TestServer {
         server,
