@@ -5,7 +5,6 @@
 
 use apimachinery::ApiError;
 use bytes::Bytes;
-use http::StatusCode;
 use serde_json::Value;
 
 use crate::admission::Operation;
@@ -53,13 +52,7 @@ pub async fn server_side_apply(
                 headers: ctx.headers,
                 body: Bytes::from(serde_json::to_vec(&applied).unwrap_or_default()),
             };
-            return create(&create_ctx).await.map(|r| {
-                if r.status() == StatusCode::CREATED {
-                    r
-                } else {
-                    r
-                }
-            });
+            return create(&create_ctx).await;
         };
         if let Some(rv) = object::meta_str(&applied, "resourceVersion")
             && !rv.is_empty()

@@ -132,7 +132,6 @@ pub async fn list(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
     let mut items: Vec<Bytes> = Vec::new();
     let mut more = false;
     let mut last_key: Option<String> = None;
-    let read_at;
     loop {
         let want = if limit == 0 { 0 } else { limit - items.len() };
         let chunk = if filter.is_trivial() && !needs_conversion(res) {
@@ -181,7 +180,7 @@ pub async fn list(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
             break;
         }
     }
-    read_at = read_rv.unwrap_or(current);
+    let read_at = read_rv.unwrap_or(current);
     let mut out = BytesMut::with_capacity(items.iter().map(|b| b.len() + 1).sum::<usize>() + 256);
     out.put_slice(b"{\"kind\":");
     out.put_slice(

@@ -536,8 +536,10 @@ async fn garbage_collection_modes() {
     eventually(5, || gone("fg-owner")).await;
 
     // Explicit propagation policy values are checked.
-    let mut dp = DeleteParams::default();
-    dp.propagation_policy = Some(PropagationPolicy::Background);
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
     let err = cms.delete("missing", &dp).await.unwrap_err();
     assert_eq!(api_err(err).0, 404);
 }

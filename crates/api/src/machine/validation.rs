@@ -10,8 +10,9 @@
 //! selectors, int-or-percent bounds, non-negative counts) and Go duration
 //! syntax for the timeouts. An empty list means valid.
 //!
-//! `maxSurge` and `maxUnavailable` may both be 0: upstream accepts that and
-//! its rollout treats it as `maxUnavailable: 1`, unlike apps/v1 Deployments.
+//! `maxSurge` and `maxUnavailable` may not both be 0. Upstream accepts that
+//! and its rollout quietly treats it as `maxUnavailable: 1`; we reject it at
+//! admission, as apps/v1 Deployments do, so the author sees the problem.
 
 use std::collections::BTreeMap;
 
@@ -319,6 +320,17 @@ fn validate_bounds(
     match unavailable {
         None => causes.push(Cause::required(format!("{path}.maxUnavailable"))),
         Some(v) => validate_int_or_percent(v, &format!("{path}.maxUnavailable"), true, causes),
+    }
+    let is_zero = |v: &Option<IntOrString>| match v {
+        Some(IntOrString::Int(0)) => true,
+        Some(IntOrString::String(s)) => parse_percent(s) == Some(0),
+        _ => false,
+    };
+    if is_zero(surge) && is_zero(unavailable) {
+        causes.push(Cause::invalid(
+            format!("{path}.maxUnavailable"),
+            "may not be 0 when `maxSurge` is 0",
+        ));
     }
 }
 

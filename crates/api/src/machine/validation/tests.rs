@@ -356,8 +356,13 @@ fn machine_deployment() {
             &[],
         ),
         (
-            "both zero is accepted as upstream does",
+            "both zero is rejected: the rollout could never make progress",
             |d| rolling(d, int(0), pct("0%")),
+            &[(INVALID, "spec.strategy.rollingUpdate.maxUnavailable")],
+        ),
+        (
+            "zero surge with some unavailability is fine",
+            |d| rolling(d, int(0), int(1)),
             &[],
         ),
         (
