@@ -27,6 +27,15 @@ pub enum BenchCommand {
         #[arg(long)]
         in_memory: bool,
     },
+    /// Memory of a `trellis server` process (run as a child) holding N
+    /// ConfigMaps.
+    Memory {
+        #[arg(long, default_value_t = 8_000)]
+        objects: usize,
+        /// Bytes of payload per ConfigMap.
+        #[arg(long, default_value_t = 500)]
+        size: usize,
+    },
 }
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -171,9 +180,13 @@ async fn apiserver_bench(
     println!("|---|---|");
     println!("| store backend | {backend} |");
 
-    for (ns, conc) in [("c1", 1usize), ("c16", 16)] {
+    for (ns, conc) in [("c1", 1usize), ("c4", 4), ("c16", 16)] {
         create_namespace(&t, ns).await?;
-        let n = if conc == 1 { 3_000 } else { 10_000 };
+        let n = match conc {
+            1 => 3_000,
+            4 => 5_000,
+            _ => 10_000,
+        };
         let rate = creates(&t, ns, n, conc, 1024).await?;
         println!(
             "| creates/s, 1 KiB ConfigMap, {conc} concurrent client(s), {n} objects | {rate:.0} |"
@@ -324,7 +337,7 @@ async fn apiserver_bench(
     );
 
     // Memory with `objects` stored.
-    let stored_now = 3_000 + 10_000 + list_objects + 2_000 + events;
+    let stored_now = 3_000 + 5_000 + 10_000 + list_objects + 2_000 + events;
     if objects > stored_now {
         create_namespace(&t, "mem").await?;
         creates(&t, "mem", objects - stored_now, 16, 1024).await?;
@@ -338,8 +351,58 @@ async fn apiserver_bench(
     Ok(())
 }
 
+fn rss_of(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+async fn memory_bench(objects: usize, size: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.port()
+    };
+    let mut child = tokio::process::Command::new(std::env::current_exe()?)
+        .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(dir.path())
+        .env("TRELLIS_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = child.id().unwrap_or(0);
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+    let t = Arc::new(Target { client, base: format!("http://127.0.0.1:{port}") });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while t.send("GET", "/readyz", None).await.map(|r| r.0) .unwrap_or(0) != 200 {
+        anyhow::ensure!(Instant::now() < deadline, "server did not become ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let idle = rss_of(pid);
+    create_namespace(&t, "mem").await?;
+    creates(&t, "mem", objects, 4, size).await?;
+    // A few full LISTs, as clients with informers would do.
+    for _ in 0..5 {
+        t.send("GET", "/api/v1/namespaces/mem/configmaps", None).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    println!("| measurement | result |");
+    println!("|---|---|");
+    println!("| server RSS idle (durable store, empty) | {idle:.0} MiB |");
+    println!("| server RSS with {objects} ConfigMaps of {size} B (after 5 full LISTs) | {:.0} MiB |", rss_of(pid));
+    child.kill().await?;
+    Ok(())
+}
+
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Memory { objects, size } => memory_bench(objects, size).await,
         BenchCommand::Apiserver {
             objects,
             list_objects,
