@@ -355,9 +355,11 @@ fn rss_of(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
         })
         .map(|kb| kb / 1024.0)
         .unwrap_or(0.0)
@@ -370,7 +372,12 @@ async fn memory_bench(objects: usize, size: usize) -> anyhow::Result<()> {
         l.local_addr()?.port()
     };
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "server",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(dir.path())
         .env("TRELLIS_LOG", "warn")
         .stdout(std::process::Stdio::null())
@@ -378,9 +385,18 @@ async fn memory_bench(objects: usize, size: usize) -> anyhow::Result<()> {
         .spawn()?;
     let pid = child.id().unwrap_or(0);
     let client: HttpClient = Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-    let t = Arc::new(Target { client, base: format!("http://127.0.0.1:{port}") });
+    let t = Arc::new(Target {
+        client,
+        base: format!("http://127.0.0.1:{port}"),
+    });
     let deadline = Instant::now() + Duration::from_secs(20);
-    while t.send("GET", "/readyz", None).await.map(|r| r.0) .unwrap_or(0) != 200 {
+    while t
+        .send("GET", "/readyz", None)
+        .await
+        .map(|r| r.0)
+        .unwrap_or(0)
+        != 200
+    {
         anyhow::ensure!(Instant::now() < deadline, "server did not become ready");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -389,13 +405,17 @@ async fn memory_bench(objects: usize, size: usize) -> anyhow::Result<()> {
     creates(&t, "mem", objects, 4, size).await?;
     // A few full LISTs, as clients with informers would do.
     for _ in 0..5 {
-        t.send("GET", "/api/v1/namespaces/mem/configmaps", None).await?;
+        t.send("GET", "/api/v1/namespaces/mem/configmaps", None)
+            .await?;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     println!("| measurement | result |");
     println!("|---|---|");
     println!("| server RSS idle (durable store, empty) | {idle:.0} MiB |");
-    println!("| server RSS with {objects} ConfigMaps of {size} B (after 5 full LISTs) | {:.0} MiB |", rss_of(pid));
+    println!(
+        "| server RSS with {objects} ConfigMaps of {size} B (after 5 full LISTs) | {:.0} MiB |",
+        rss_of(pid)
+    );
     child.kill().await?;
     Ok(())
 }
