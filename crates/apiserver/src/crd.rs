@@ -406,3 +406,60 @@ pub fn spawn(server: Arc<Server>) {
         }
     });
 }
+
+/// Installs (or upgrades) a CRD directly in the store, as a server does for
+/// its own kinds at start: created when missing, its spec replaced when it
+/// differs, and served at once. Idempotent.
+pub async fn install(server: &Arc<Server>, manifest: &Value) -> anyhow::Result<()> {
+    let name = object::name(manifest).to_string();
+    anyhow::ensure!(!name.is_empty(), "a CRD manifest without a name");
+    let causes = validate_crd(manifest);
+    anyhow::ensure!(causes.is_empty(), "CRD {name} is invalid: {causes:?}");
+    let key = format!("{CRD_PREFIX}{name}");
+    for _ in 0..16 {
+        let (cur, _) = server.store.get(&key, None).await?;
+        let result = match cur {
+            None => {
+                let mut crd = manifest.clone();
+                if let Some(m) = object::meta_mut(&mut crd) {
+                    m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+                    m.insert("creationTimestamp".into(), json!(object::now_rfc3339()));
+                    m.insert("generation".into(), json!(1));
+                }
+                crd["status"] = desired_status(&crd);
+                server
+                    .store
+                    .create(&key, object::encode(&crd))
+                    .await
+                    .map(|kv| (kv, crd))
+            }
+            Some(kv) => {
+                let mut crd: Value = serde_json::from_slice(&kv.value)?;
+                if crd.get("spec") == manifest.get("spec") {
+                    register(server, &crd);
+                    return Ok(());
+                }
+                crd["spec"] = manifest.get("spec").cloned().unwrap_or(json!({}));
+                if let Some(m) = object::meta_mut(&mut crd) {
+                    let g = m.get("generation").and_then(Value::as_i64).unwrap_or(1);
+                    m.insert("generation".into(), json!(g + 1));
+                }
+                crd["status"] = desired_status(&crd);
+                server
+                    .store
+                    .update(&key, object::encode(&crd), kv.mod_revision)
+                    .await
+                    .map(|kv| (kv, crd))
+            }
+        };
+        match result {
+            Ok((_, crd)) => {
+                register(server, &crd);
+                return Ok(());
+            }
+            Err(store::StoreError::AlreadyExists(_) | store::StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    anyhow::bail!("CRD {name} kept changing while being installed")
+}

@@ -4,6 +4,7 @@
 mod bench;
 mod kubeconfig;
 mod logging;
+mod machine_admission;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +37,8 @@ enum Command {
     Up(ServerArgs),
     /// Run the embedded Kubernetes-compatible API server alone.
     Server(ServerArgs),
+    /// Print every CRD manifest trellis serves, for installing on a real cluster.
+    Crds,
     /// Measure parts of trellis; results are printed as Markdown.
     Bench {
         #[command(subcommand)]
@@ -105,6 +108,7 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let store = open_store(&data_dir, args.in_memory)?;
     let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
+    machine_admission::prepare(&server).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -130,6 +134,10 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Up(args) | Command::Server(args) => run_server(args).await,
             Command::Bench { what } => bench::run(what).await,
+            Command::Crds => {
+                print!("{}", api::crds_yaml());
+                Ok(())
+            }
         }
     })
 }
