@@ -1,0 +1,18 @@
+//! machine-controller-manager in Rust: the machine, machine-set,
+//! machine-deployment and safety controllers.
+//!
+//! Every decision is a pure function of observed objects and the clock,
+//! tested table-driven without I/O; thin executors apply the plans through the
+//! Kubernetes API.
+//!
+//! - [`rollout`]: fenceposts, rolling-update and proportional scaling math.
+//! - [`hash`]: machine-template hashes that name machine sets.
+//! - [`deletion`]: the order in which a machine set deletes machines.
+//! - [`health`]: node health verdicts and machine phase transitions.
+//! - [`drain`]: which pods a drain evicts, in what order, and when it forces.
+
+pub mod deletion;
+pub mod drain;
+pub mod hash;
+pub mod health;
+pub mod rollout;
