@@ -36,7 +36,7 @@ pub fn is_healthy(conditions: &[Condition], watched: &[String]) -> bool {
     ready
         && conditions
             .iter()
-            .filter(|c| watched.iter().any(|w| *w == c.type_))
+            .filter(|c| watched.contains(&c.type_))
             .all(|c| c.status == "False")
 }
 

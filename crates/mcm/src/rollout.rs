@@ -235,7 +235,10 @@ mod tests {
         );
         // Never beyond replicas.
         let new3 = set("new", 3, 3, 3, 2);
-        assert_eq!(new_set_replicas(3, 5, &new3, &[new3.clone()]), 3);
+        assert_eq!(
+            new_set_replicas(3, 5, &new3, std::slice::from_ref(&new3)),
+            3
+        );
         // A big surge fills at once.
         assert_eq!(new_set_replicas(3, 3, &new, &[old, new.clone()]), 3);
     }
@@ -246,12 +249,12 @@ mod tests {
         let new = set("new", 1, 1, 1, 2);
         let old = set("old", 3, 3, 3, 1);
         assert_eq!(
-            scale_down_old(3, 0, &new, &[old.clone()]),
+            scale_down_old(3, 0, &new, std::slice::from_ref(&old)),
             vec![("old".into(), 2)]
         );
         // New machine not available yet: nothing may go.
         let new_unready = set("new", 1, 1, 0, 2);
-        assert!(scale_down_old(3, 0, &new_unready, &[old.clone()]).is_empty());
+        assert!(scale_down_old(3, 0, &new_unready, std::slice::from_ref(&old)).is_empty());
         // Unhealthy old machines go first, without touching availability.
         let sick = set("old", 3, 3, 1, 1);
         assert_eq!(scale_down_old(3, 0, &new, &[sick]), vec![("old".into(), 2)]);
