@@ -15,4 +15,6 @@ pub mod deletion;
 pub mod drain;
 pub mod hash;
 pub mod health;
+pub mod machineset;
 pub mod rollout;
+pub mod time;
