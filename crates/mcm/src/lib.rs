@@ -15,6 +15,7 @@ pub mod deletion;
 pub mod drain;
 pub mod hash;
 pub mod health;
+pub mod machinedeployment;
 pub mod machineset;
 pub mod rollout;
 pub mod time;
