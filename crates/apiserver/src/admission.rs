@@ -35,6 +35,9 @@ pub struct Attributes<'a> {
     /// The object before the request (updates and deletes).
     pub old: Option<&'a Value>,
     pub dry_run: bool,
+    /// Who sent the request; `None` for the server's own controllers and
+    /// when authentication is off.
+    pub user: Option<std::sync::Arc<crate::auth::UserInfo>>,
 }
 
 /// An admission plugin. Both hooks default to admitting unchanged.

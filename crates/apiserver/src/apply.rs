@@ -1,19 +1,21 @@
-//! Server-side apply (`application/apply-patch+yaml`), in its first form: the
-//! applied configuration creates the object when it is missing and is merged
-//! onto it otherwise. Field ownership (managedFields, conflicts between
-//! managers, force) comes with the kubectl compatibility work.
+//! Server-side apply (`PATCH` with `application/apply-patch+yaml`): the
+//! request names a field manager and carries the manager's whole intent for
+//! the object, as YAML or JSON. [`crate::fieldmanager::apply`] merges it
+//! into the live object and settles ownership; this module is the HTTP
+//! flow around it: checks on the applied configuration, create when the
+//! object is missing, then the same update path (immutable metadata,
+//! admission, validation, compare-and-swap) as every other write.
 
 use apimachinery::ApiError;
-use bytes::Bytes;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use crate::admission::Operation;
-use crate::handlers::{
-    Ctx, admit_and_validate, check_type_meta, create, merge_for_update, parse_body, read,
-    write_over,
-};
+use crate::handlers::{Ctx, admit_and_validate, create_object, merge_for_update, read, write_over};
 use crate::object;
 use crate::server::Reply;
+
+/// How often an apply is retried when the object changes under it.
+const APPLY_RETRIES: usize = 16;
 
 pub async fn server_side_apply(
     ctx: &Ctx<'_>,
@@ -21,38 +23,39 @@ pub async fn server_side_apply(
     sub: Option<&str>,
 ) -> Result<Reply, ApiError> {
     let res = ctx.res.clone();
-    if ctx.query.get("fieldManager").is_none() {
+    let Some(manager) = ctx.query.get("fieldManager") else {
         return Err(ApiError::bad_request(
             "PATCH, application/apply-patch+yaml requests must supply a fieldManager",
         ));
-    }
+    };
+    crate::fieldmanager::validate_manager(manager)?;
+    let force = ctx.query.flag("force");
     let dry_run = ctx.query.dry_run()?;
-    let mut applied = parse_body(&ctx.body, "application/yaml")?;
-    check_type_meta(&res, &mut applied)?;
-    if object::name(&applied) != name {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({}) does not match the name on the URL ({name})",
-            object::name(&applied)
-        )));
+    let applied = parse_applied(&ctx.body)?;
+    check_applied(ctx, &applied, name)?;
+    let ns = ctx.path.namespace.as_deref().filter(|_| res.namespaced);
+    let key = res.key(ns, name);
+    // What a missing object is built from.
+    let mut skeleton = json!({
+        "apiVersion": res.api_version(),
+        "kind": res.kind,
+        "metadata": {"name": name},
+    });
+    if let Some(ns) = ns {
+        skeleton["metadata"]["namespace"] = json!(ns);
     }
-    let key = res.key(
-        ctx.path.namespace.as_deref().filter(|_| res.namespaced),
-        name,
-    );
-    for _ in 0..16 {
+    for _ in 0..APPLY_RETRIES {
         let Some((cur, old)) = read(ctx.server, &res, &key).await? else {
             if sub.is_some() {
                 return Err(ApiError::not_found(&res.group, &res.plural, name));
             }
-            let create_ctx = Ctx {
-                server: ctx.server,
-                res: res.clone(),
-                path: ctx.path,
-                query: ctx.query,
-                headers: ctx.headers,
-                body: Bytes::from(serde_json::to_vec(&applied).unwrap_or_default()),
-            };
-            return create(&create_ctx).await;
+            let mut created =
+                crate::fieldmanager::apply(&res, None, None, &skeleton, &applied, manager, force)?
+                    .object;
+            let fields = object::meta_mut(&mut created)
+                .and_then(|m| m.remove("managedFields"))
+                .unwrap_or_else(|| json!([]));
+            return create_object(ctx, created, Some(fields)).await;
         };
         if let Some(rv) = object::meta_str(&applied, "resourceVersion")
             && !rv.is_empty()
@@ -60,15 +63,19 @@ pub async fn server_side_apply(
         {
             return Err(ApiError::modified(&res.group, &res.plural, name));
         }
-        let mut merged = old.clone();
-        let mut patch = applied.clone();
-        if let Some(m) = object::meta_mut(&mut patch) {
-            m.remove("resourceVersion");
-        }
-        apimachinery::patch::merge_patch(&mut merged, &strip_nulls(patch));
+        let mut merged =
+            crate::fieldmanager::apply(&res, sub, Some(&old), &skeleton, &applied, manager, force)?
+                .object;
+        let fields = object::meta_mut(&mut merged).and_then(|m| m.remove("managedFields"));
         let mut new = merge_for_update(&res, sub, &old, merged)?;
         let warnings =
             admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old)).await?;
+        if let Some(m) = object::meta_mut(&mut new) {
+            match fields {
+                Some(f) => m.insert("managedFields".into(), f),
+                None => m.remove("managedFields"),
+            };
+        }
         match write_over(ctx, &key, &cur, new, dry_run).await? {
             Ok(reply) => return Ok(reply.warnings(warnings)),
             Err(_) => continue,
@@ -77,15 +84,63 @@ pub async fn server_side_apply(
     Err(ApiError::modified(&res.group, &res.plural, name))
 }
 
-/// An applied configuration never deletes by `null`.
-fn strip_nulls(v: Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, strip_nulls(v)))
-                .collect(),
-        ),
-        other => other,
+/// The applied configuration: one YAML (or JSON, which YAML includes)
+/// object.
+fn parse_applied(body: &[u8]) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request("the request body is empty"));
     }
+    let v: Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    match v {
+        Value::Object(_) => Ok(v),
+        _ => Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        )),
+    }
+}
+
+/// kube-apiserver's checks on an applied configuration: it names the
+/// served apiVersion and kind, this object, and leaves managedFields alone.
+fn check_applied(ctx: &Ctx<'_>, applied: &Value, name: &str) -> Result<(), ApiError> {
+    let res = &ctx.res;
+    let str_of = |k: &str| applied.get(k).and_then(Value::as_str).unwrap_or("");
+    let expected = res.api_version();
+    if str_of("apiVersion") != expected {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {}, expected: {expected}",
+            str_of("apiVersion")
+        )));
+    }
+    if str_of("kind") != res.kind {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect kind specified in apply patch. Specified patch kind: {:?}, expected: {}",
+            str_of("kind"),
+            res.kind
+        )));
+    }
+    let meta = match applied.get("metadata") {
+        None | Some(Value::Null) => &Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(ApiError::bad_request("metadata must be an object")),
+    };
+    let meta_str = |k: &str| meta.get(k).and_then(Value::as_str).unwrap_or("");
+    if !meta_str("name").is_empty() && meta_str("name") != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            meta_str("name")
+        )));
+    }
+    if res.namespaced
+        && !meta_str("namespace").is_empty()
+        && Some(meta_str("namespace")) != ctx.path.namespace.as_deref()
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    if meta.get("managedFields").is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    Ok(())
 }

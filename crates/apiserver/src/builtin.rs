@@ -232,6 +232,38 @@ fn defs() -> Vec<Def> {
                 false,
             )
         },
+        def(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "roles",
+            "role",
+            "Role",
+            true,
+        ),
+        def(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterroles",
+            "clusterrole",
+            "ClusterRole",
+            false,
+        ),
+        def(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "rolebindings",
+            "rolebinding",
+            "RoleBinding",
+            true,
+        ),
+        def(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "clusterrolebinding",
+            "ClusterRoleBinding",
+            false,
+        ),
         Def {
             short: &["crd", "crds"],
             categories: &["api-extensions"],
@@ -389,7 +421,7 @@ fn typed<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<T, ApiError> {
 pub fn validate(res: &Resource, obj: &Value) -> Result<Vec<Cause>, ApiError> {
     use k8s_openapi::api::{
         apps::v1 as apps, coordination::v1 as coord, core::v1 as core, discovery::v1 as disc,
-        policy::v1 as policy, storage::v1 as storage,
+        policy::v1 as policy, rbac::v1 as rbac, storage::v1 as storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
     let mut causes = Vec::new();
@@ -509,6 +541,28 @@ pub fn validate(res: &Resource, obj: &Value) -> Result<Vec<Cause>, ApiError> {
         ("storage.k8s.io", "VolumeAttachment") => {
             typed::<storage::VolumeAttachment>(obj)?;
         }
+        (
+            "rbac.authorization.k8s.io",
+            kind @ ("Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding"),
+        ) => {
+            match kind {
+                "Role" => drop(typed::<rbac::Role>(obj)?),
+                "ClusterRole" => drop(typed::<rbac::ClusterRole>(obj)?),
+                "RoleBinding" => drop(typed::<rbac::RoleBinding>(obj)?),
+                _ => drop(typed::<rbac::ClusterRoleBinding>(obj)?),
+            }
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if let Some(why) = crate::rbac::check_name(name) {
+                causes.push(Cause::invalid(
+                    "metadata.name",
+                    format!("Invalid value: \"{name}\": {why}"),
+                ));
+            }
+            causes.extend(crate::rbac::validate(kind, obj));
+        }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             typed::<ext::CustomResourceDefinition>(obj)?;
             causes.extend(crate::crd::validate_crd(obj));
@@ -516,6 +570,12 @@ pub fn validate(res: &Resource, obj: &Value) -> Result<Vec<Cause>, ApiError> {
         _ => {}
     }
     Ok(causes)
+}
+
+/// Kinds whose names are path segments (may hold `:`) rather than DNS
+/// subdomains: the RBAC kinds, as in kube.
+pub fn path_segment_names(res: &Resource) -> bool {
+    res.builtin && res.group == "rbac.authorization.k8s.io"
 }
 
 fn workload_checks(

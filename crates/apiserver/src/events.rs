@@ -31,6 +31,8 @@ fn last_seen(v: &Value) -> Option<DateTime<Utc>> {
 pub fn spawn(server: Arc<Server>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
+        // The first tick of an interval is immediate; expiry waits a period.
+        tick.tick().await;
         loop {
             tick.tick().await;
             let ttl = chrono::Duration::from_std(server.config.event_ttl)

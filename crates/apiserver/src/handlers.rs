@@ -280,10 +280,7 @@ async fn get(ctx: &Ctx<'_>, name: &str) -> Result<Reply, ApiError> {
         .await
         .map_err(store_err)?;
     let kv = kv.ok_or_else(|| ctx.not_found(name))?;
-    Ok(Reply::json(
-        StatusCode::OK,
-        render(&ctx.res, &kv.value, kv.mod_revision)?,
-    ))
+    crate::table::get_reply(ctx, render(&ctx.res, &kv.value, kv.mod_revision)?)
 }
 
 /// Whether a PUT on a missing object creates it (kube-apiserver allows this
@@ -310,35 +307,37 @@ pub(crate) async fn admit_and_validate(
     let dry_run = ctx.query.dry_run()?;
     let mut causes = Vec::new();
     let mut warnings = Vec::new();
+    let mode = crate::fieldvalidation::mode(ctx.query)?;
+    let mut unknown = Vec::new();
     if let Some(schema) = &res.schema {
         let processed = schema.process(obj, "");
-        let unknown: Vec<String> = processed
-            .pruned
-            .iter()
-            .map(|p| format!("unknown field \"{p}\""))
-            .collect();
-        match ctx.query.get("fieldValidation").unwrap_or("Warn") {
-            "Strict" if !unknown.is_empty() => {
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {}",
-                    unknown.join(", ")
-                )));
-            }
-            "Strict" | "Warn" => warnings.extend(unknown),
-            "Ignore" => {}
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "fieldValidation must be one of Ignore, Warn, Strict; got {other:?}"
-                )));
-            }
-        }
+        unknown = processed.pruned;
         causes.extend(processed.causes);
+    } else if res.builtin {
+        unknown = crate::openapi::prune_unknown(res, obj);
     }
+    // Duplicate keys are only visible in a JSON body that is the object
+    // itself (create, update), not in patches.
+    let media = ctx.content_type().split(';').next().unwrap_or("").trim();
+    let duplicates = if mode != crate::fieldvalidation::Mode::Ignore
+        && (media == "application/json" || media == "*/*")
+    {
+        crate::fieldvalidation::duplicate_fields(&ctx.body)
+    } else {
+        Vec::new()
+    };
+    warnings.extend(crate::fieldvalidation::outcome(
+        mode,
+        &unknown,
+        &duplicates,
+    )?);
     crate::builtin::normalize(res, obj);
-    causes.extend(object::validate_meta(
-        obj,
-        res.builtin && res.kind == "Namespace",
-    ));
+    causes.extend(
+        object::validate_meta(obj, res.builtin && res.kind == "Namespace")
+            .into_iter()
+            // RBAC names follow their own rule (checked in builtin::validate).
+            .filter(|c| !(crate::builtin::path_segment_names(res) && c.field == "metadata.name")),
+    );
     if res.builtin {
         causes.extend(crate::builtin::validate(res, obj)?);
     }
@@ -350,6 +349,7 @@ pub(crate) async fn admit_and_validate(
         name,
         old,
         dry_run,
+        user: crate::auth::current_user(),
     };
     let plugins = ctx.server.admission_plugins();
     for p in &plugins {
@@ -400,9 +400,20 @@ fn initial_status(res: &Resource, given: Option<Value>) -> Option<Value> {
 }
 
 pub(crate) async fn create(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
+    let obj = parse_body(&ctx.body, ctx.content_type())?;
+    create_object(ctx, obj, None).await
+}
+
+/// Creates `obj`. Its managedFields are `applied_fields` when server-side
+/// apply created it, else an Update entry for the request's field manager.
+pub(crate) async fn create_object(
+    ctx: &Ctx<'_>,
+    mut obj: Value,
+    applied_fields: Option<Value>,
+) -> Result<Reply, ApiError> {
     let res = ctx.res.clone();
     let dry_run = ctx.query.dry_run()?;
-    let mut obj = parse_body(&ctx.body, ctx.content_type())?;
+    let manager = crate::fieldmanager::manager_for(ctx.query, ctx.headers)?;
     check_type_meta(&res, &mut obj)?;
     let ns = ctx.ns().map(str::to_string);
     {
@@ -483,6 +494,14 @@ pub(crate) async fn create(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
         let mut candidate = obj.clone();
         let warnings =
             admit_and_validate(ctx, Operation::Create, None, &name, &mut candidate, None).await?;
+        match &applied_fields {
+            Some(fields) => {
+                meta_mut(&mut candidate)
+                    .expect("metadata exists")
+                    .insert("managedFields".into(), fields.clone());
+            }
+            None => crate::fieldmanager::record_update(&res, None, None, &mut candidate, &manager),
+        }
         let stored = object::encode(&to_stored(&res, candidate.clone()));
         if stored.len() > MAX_OBJECT_BYTES {
             return Err(too_large(stored.len()));
@@ -711,6 +730,7 @@ async fn update(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply, A
     }
     let client_rv = rv_of(&incoming);
     let key = ctx.key(name);
+    let manager = crate::fieldmanager::manager_for(ctx.query, ctx.headers)?;
     for _ in 0..WRITE_RETRIES {
         let Some((cur, old)) = read(ctx.server, &res, &key).await? else {
             if sub.is_none() && create_on_update(&res) {
@@ -750,6 +770,7 @@ async fn update(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply, A
         let mut new = merge_for_update(&res, sub, &old, incoming.clone())?;
         let warnings =
             admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old)).await?;
+        crate::fieldmanager::record_update(&res, sub, Some(&old), &mut new, &manager);
         match write_over(ctx, &key, &cur, new, dry_run).await? {
             Ok(reply) => return Ok(reply.warnings(warnings)),
             Err(_) if client_rv.is_none() => continue,
@@ -793,7 +814,7 @@ pub fn apply_patch(
             }
             let p: Value = serde_json::from_slice(patch_body)
                 .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
-            crate::smp::strategic_merge(target, &p)
+            crate::smp::strategic_merge(res, target, &p)
         }
         _ => Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type:?}"
@@ -812,6 +833,12 @@ async fn patch(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply, Ap
     if ct.starts_with("application/apply-patch") {
         return crate::apply::server_side_apply(ctx, name, sub).await;
     }
+    if ctx.query.flag("force") {
+        return Err(ApiError::bad_request(
+            "force: Invalid value: true: may not be specified for non-apply patch",
+        ));
+    }
+    let manager = crate::fieldmanager::manager_for(ctx.query, ctx.headers)?;
     for _ in 0..WRITE_RETRIES {
         let Some((cur, old)) = read(ctx.server, &res, &key).await? else {
             return Err(ctx.not_found(name));
@@ -836,6 +863,7 @@ async fn patch(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply, Ap
         let mut new = merge_for_update(&res, sub, &old, patched)?;
         let warnings =
             admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old)).await?;
+        crate::fieldmanager::record_update(&res, sub, Some(&old), &mut new, &manager);
         match write_over(ctx, &key, &cur, new, dry_run).await? {
             Ok(reply) => return Ok(reply.warnings(warnings)),
             Err(_) => continue,
@@ -958,6 +986,7 @@ pub async fn delete_one(
             name,
             old: Some(&old),
             dry_run: opts.dry_run,
+            user: crate::auth::current_user(),
         };
         for p in server.admission_plugins() {
             p.validate(&attrs, &old).await?;

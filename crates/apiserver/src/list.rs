@@ -181,6 +181,14 @@ pub async fn list(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
         }
     }
     let read_at = read_rv.unwrap_or(current);
+    let repr = crate::table::requested(ctx)?;
+    if !repr.is_object() {
+        let cont = last_key
+            .as_deref()
+            .filter(|_| more)
+            .map(|k| continue_token(read_at, k));
+        return crate::table::list_reply(res, repr, &items, &read_at.to_string(), cont);
+    }
     let mut out = BytesMut::with_capacity(items.iter().map(|b| b.len() + 1).sum::<usize>() + 256);
     out.put_slice(b"{\"kind\":");
     out.put_slice(
@@ -254,6 +262,9 @@ pub async fn watch(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
         None => res.prefix(),
     };
     let bookmark_every = ctx.server.config.bookmark_interval;
+    // Table / PartialObjectMetadata events when the Accept header asks.
+    let shaper = crate::table::WatchShaper::new(res.clone(), crate::table::requested(ctx)?);
+    let content_type = shaper.content_type();
 
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(64);
     // Initial state: synthetic ADDED events for RV unset/0 (or when asked).
@@ -273,7 +284,7 @@ pub async fn watch(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
             .await
             .map_err(store_err)?;
         for kv in &r.kvs {
-            if let Some(b) = select(ctx, &filter, kv)? {
+            if let Some(b) = select(ctx, &filter, kv)?.and_then(|b| shaper.shape(b)) {
                 watch_line(&mut initial_lines, "ADDED", &b);
             }
         }
@@ -323,6 +334,7 @@ pub async fn watch(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
             } else {
                 ev.object.clone()
             };
+            let obj = shaper.shape(obj)?;
             let mut out = BytesMut::with_capacity(obj.len() + 32);
             watch_line(&mut out, ty, &obj);
             Some(out.freeze())
@@ -369,5 +381,5 @@ pub async fn watch(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
         }
     });
     let _ = Arc::clone(&ctx.res);
-    Ok(Reply::stream(rx))
+    Ok(Reply::stream(rx).content_type(content_type))
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use apimachinery::schema::Schema;
 use parking_lot::RwLock;
@@ -109,6 +110,11 @@ impl Resource {
 #[derive(Default)]
 pub struct Registry {
     inner: RwLock<BTreeMap<(String, String, String), Arc<Resource>>>,
+    /// Bumped on every change, so documents derived from the registry
+    /// (OpenAPI) know when to render again.
+    generation: AtomicU64,
+    /// The rendered OpenAPI documents of this registry.
+    pub(crate) openapi: crate::openapi::Cache,
 }
 
 impl Registry {
@@ -125,6 +131,7 @@ impl Registry {
             (res.group.clone(), res.version.clone(), res.plural.clone()),
             Arc::new(res),
         );
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Removes every version of a custom resource defined by the CRD `uid`.
@@ -132,6 +139,12 @@ impl Registry {
         self.inner
             .write()
             .retain(|_, r| r.crd_uid.as_deref() != Some(uid));
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// A counter that moves whenever the set of served resources changes.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {

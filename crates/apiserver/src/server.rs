@@ -35,6 +35,10 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// How long core/v1 events live.
     pub event_ttl: Duration,
+    /// Authentication and RBAC; `None` lets every request through.
+    pub auth: Option<crate::auth::AuthConfig>,
+    /// Where the audit log of mutating requests goes; `None` keeps none.
+    pub audit_log: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -42,6 +46,8 @@ impl Default for Config {
         Config {
             bookmark_interval: Duration::from_secs(60),
             event_ttl: Duration::from_secs(3600),
+            auth: None,
+            audit_log: None,
         }
     }
 }
@@ -130,7 +136,9 @@ impl IntoResponse for Reply {
                 .insert(http::header::CONTENT_TYPE, HeaderValue::from_static(ct));
         }
         for w in self.warnings {
-            let v = format!("299 - \"{}\"", w.replace('"', "'"));
+            // The warn-text is an RFC 7230 quoted-string: kube escapes quotes
+            // and backslashes, and client-go unescapes them for display.
+            let v = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
             if let Ok(h) = HeaderValue::from_str(&v) {
                 resp.headers_mut().append("warning", h);
             }
@@ -160,6 +168,8 @@ pub struct Server {
     pub config: Config,
     hubs: Mutex<HashMap<String, Arc<Hub>>>,
     admission: RwLock<Vec<Arc<dyn AdmissionPlugin>>>,
+    auth: Option<crate::auth::Auth>,
+    audit: Option<crate::audit::AuditLog>,
 }
 
 /// Namespaces that exist from the first start.
@@ -171,16 +181,32 @@ impl Server {
     /// CRD, creates the system namespaces, and starts the background
     /// controllers. Must run inside a Tokio runtime.
     pub async fn start(store: Arc<dyn Store>, config: Config) -> anyhow::Result<Arc<Server>> {
+        let auth = config
+            .auth
+            .as_ref()
+            .map(crate::auth::Auth::new)
+            .transpose()?;
+        let audit = config
+            .audit_log
+            .as_deref()
+            .map(crate::audit::AuditLog::open)
+            .transpose()?;
         let server = Arc::new(Server {
             store,
             registry: Registry::new(),
             config,
             hubs: Mutex::new(HashMap::new()),
             admission: RwLock::new(Vec::new()),
+            auth,
+            audit,
         });
         crate::crd::load_all(&server).await?;
         for ns in SYSTEM_NAMESPACES {
             crate::namespace::ensure(&server, ns).await?;
+        }
+        if server.auth.is_some() {
+            crate::rbac_bootstrap::ensure(&server).await?;
+            server.add_admission(Arc::new(crate::rbac::EscalationCheck::new(&server)));
         }
         crate::gc::spawn(server.clone());
         crate::namespace::spawn(server.clone());
@@ -188,6 +214,15 @@ impl Server {
         crate::pdb::spawn(server.clone());
         crate::events::spawn(server.clone());
         Ok(server)
+    }
+
+    /// The authenticator and authorizer, when security is on.
+    pub fn auth(&self) -> Option<&crate::auth::Auth> {
+        self.auth.as_ref()
+    }
+
+    pub(crate) fn audit(&self) -> Option<&crate::audit::AuditLog> {
+        self.audit.as_ref()
     }
 
     pub fn add_admission(&self, plugin: Arc<dyn AdmissionPlugin>) {
@@ -239,17 +274,65 @@ impl Server {
     }
 }
 
+/// Every request: authenticate → impersonate → authorize → handle → audit.
+/// The gate passes everything when no auth is configured.
 async fn dispatch(State(server): State<Arc<Server>>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    let gate = crate::auth::gate(&server, &parts).await;
+    let user_agent = parts
+        .headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let response = match &gate.result {
+        Err(e) => error_response(e),
+        Ok(()) => {
+            match crate::auth::serve_virtual(&server, &gate, Request::from_parts(parts, body)).await
+            {
+                Ok(r) => r,
+                Err(req) => {
+                    crate::auth::with_user(
+                        gate.user.clone(),
+                        handle_request(State(server.clone()), req),
+                    )
+                    .await
+                }
+            }
+        }
+    };
+    match server.audit() {
+        Some(log) => crate::audit::record(log, &gate, &user_agent, response).await,
+        None => response,
+    }
+}
+
+/// Handles a request that passed the gate.
+async fn handle_request(State(server): State<Arc<Server>>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_string();
     let query = Query::parse(parts.uri.query());
     let method = parts.method.clone();
     let result = async {
         match path.as_str() {
-            "/healthz" | "/livez" | "/readyz" | "/healthz/" | "/livez/" | "/readyz/" => {
+            "/healthz" | "/livez" | "/readyz" | "/healthz/" | "/livez/" | "/readyz/"
+            | "/healthz/ping" | "/livez/ping" | "/readyz/ping" => {
                 return Ok(Reply::json(StatusCode::OK, Bytes::from_static(b"ok")));
             }
             "/version" | "/version/" => return Ok(Reply::value(StatusCode::OK, &version())),
+            p if p.starts_with("/openapi/v2") || p.starts_with("/openapi/v3") => {
+                if method != Method::GET {
+                    return Err(ApiError::method_not_allowed(
+                        "only GET is allowed on OpenAPI paths",
+                    ));
+                }
+                let accept = parts
+                    .headers
+                    .get(http::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                return crate::openapi::serve(&server, p, accept);
+            }
             _ => {}
         }
         let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {

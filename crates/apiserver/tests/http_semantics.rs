@@ -239,8 +239,7 @@ async fn watch_bookmarks_and_timeout() {
     assert_eq!(bookmark["object"]["apiVersion"], "v1");
     let added_rv: i64 = events
         .iter()
-        .filter(|e| e["type"] == "ADDED")
-        .last()
+        .rfind(|e| e["type"] == "ADDED")
         .unwrap()["object"]["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -261,7 +260,7 @@ async fn events_are_one_kind_in_two_groups() {
     let ev = json!({
         "apiVersion": "events.k8s.io/v1", "kind": "Event",
         "metadata": {"name": "e1"},
-        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "eventTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
         "regarding": {"kind": "Machine", "name": "m1", "namespace": "default"},
         "note": "created the VM", "reason": "Created", "type": "Normal",
         "reportingController": "trellis/machine", "reportingInstance": "x", "action": "Create",

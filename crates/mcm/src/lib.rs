@@ -11,6 +11,7 @@
 //! - [`health`]: node health verdicts and machine phase transitions.
 //! - [`drain`]: which pods a drain evicts, in what order, and when it forces.
 
+pub mod controllers;
 pub mod deletion;
 pub mod drain;
 pub mod hash;
@@ -18,4 +19,5 @@ pub mod health;
 pub mod machinedeployment;
 pub mod machineset;
 pub mod rollout;
+pub mod run;
 pub mod time;

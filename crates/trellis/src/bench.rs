@@ -374,6 +374,8 @@ async fn memory_bench(objects: usize, size: usize) -> anyhow::Result<()> {
     let mut child = tokio::process::Command::new(std::env::current_exe()?)
         .args([
             "server",
+            // The benchmark measures the server, not TLS or RBAC.
+            "--insecure-http",
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--data-dir",

@@ -4,6 +4,9 @@
 //! field causes instead of being skipped by the controllers (as upstream
 //! MCM does).
 
+// Admission answers are full metav1.Status errors, as in the apiserver crate.
+#![allow(clippy::result_large_err)]
+
 use std::sync::Arc;
 
 use apimachinery::ApiError;

@@ -57,6 +57,22 @@ struct ServerArgs {
     /// Keep everything in memory (nothing survives a restart).
     #[arg(long)]
     in_memory: bool,
+    /// Serve plain HTTP with no authentication or authorization at all
+    /// (anyone who can reach the port is cluster-admin). Only for tests and
+    /// benchmarks on loopback.
+    #[arg(long)]
+    insecure_http: bool,
+    /// Extra DNS name or IP address for the serving certificate (repeatable);
+    /// localhost, 127.0.0.1 and ::1 are always included.
+    #[arg(long = "tls-san", value_name = "NAME")]
+    tls_sans: Vec<String>,
+    /// Static bearer tokens, one `token,user,uid,"group1,group2"` per line
+    /// (kube-apiserver's --token-auth-file format).
+    #[arg(long, value_name = "FILE")]
+    token_auth_file: Option<PathBuf>,
+    /// Append one JSON line per mutating request to FILE.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
 }
 
 /// The per-user default data directory: `$XDG_DATA_HOME/trellis` or
@@ -107,19 +123,65 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let store = open_store(&data_dir, args.in_memory)?;
-    let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
+    let mut config = apiserver::Config {
+        audit_log: args.audit_log.clone(),
+        ..Default::default()
+    };
+    // With TLS the PKI is created (first start) or loaded before anything
+    // listens, and the server signs ServiceAccount tokens with its key.
+    let pki = if args.insecure_http {
+        anyhow::ensure!(
+            args.token_auth_file.is_none(),
+            "--token-auth-file needs TLS: drop --insecure-http"
+        );
+        tracing::warn!("--insecure-http: no TLS, no authentication, no authorization");
+        None
+    } else {
+        let pki = apiserver::Pki::ensure(&data_dir.join("pki"), &args.tls_sans)?;
+        let mut auth = apiserver::AuthConfig::new(pki.service_account_key_pem.clone());
+        if let Some(f) = &args.token_auth_file {
+            auth = auth.with_token_file(f)?;
+        }
+        config.auth = Some(auth);
+        Some(pki)
+    };
+    let server = apiserver::Server::start(store, config).await?;
     machine_admission::prepare(&server).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let kc = data_dir.join("admin.kubeconfig");
-    kubeconfig::write_plain(&kc, &format!("http://{addr}"))?;
-    tracing::info!(%addr, kubeconfig = %kc.display(), "API server listening");
-    println!("trellis API server listening on http://{addr}");
+    let url = match &pki {
+        Some(pki) => {
+            let url = format!("https://{addr}");
+            kubeconfig::write_tls(
+                &kc,
+                &url,
+                &pki.ca_cert_pem,
+                &pki.admin_cert_pem,
+                &pki.admin_key_pem,
+            )?;
+            url
+        }
+        None => {
+            let url = format!("http://{addr}");
+            kubeconfig::write_plain(&kc, &url)?;
+            url
+        }
+    };
+    tracing::info!(%url, kubeconfig = %kc.display(), "API server listening");
+    println!("trellis API server listening on {url}");
     println!("  export KUBECONFIG={}", kc.display());
     println!("  kubectl get namespaces");
-    server.serve(listener, shutdown_signal()).await?;
+    match pki {
+        Some(pki) => {
+            server
+                .serve_tls(listener, pki.tls_config(), shutdown_signal())
+                .await?
+        }
+        None => server.serve(listener, shutdown_signal()).await?,
+    }
     tracing::info!("API server stopped");
     Ok(())
 }

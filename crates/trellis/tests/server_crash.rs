@@ -96,6 +96,9 @@ async fn start_server(data_dir: &Path, log_dir: &Path, n: usize) -> Server {
         let log_file = std::fs::File::create(&log).expect("creating the server log");
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_trellis"))
             .arg("server")
+            // This test is about durability, not TLS: plain HTTP keeps its
+            // client simple.
+            .arg("--insecure-http")
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--listen")

@@ -1,0 +1,170 @@
+//! What every controller shares: API clients, the machine cache, settings,
+//! and the record of writes not yet visible in the caches (expectations).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api::{Machine, MachineSet};
+use kube::runtime::reflector::Store;
+use parking_lot::Mutex;
+
+/// Settings of the controllers (upstream's flags).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The control namespace holding machines, sets and deployments.
+    pub namespace: String,
+    /// `--safety-up` / `--safety-down`.
+    pub safety_up: i64,
+    pub safety_down: i64,
+    /// How many machines of one deployment may be failed for health at once
+    /// (upstream: always 1).
+    pub max_health_replacements: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            namespace: "default".into(),
+            safety_up: 2,
+            safety_down: 1,
+            max_health_replacements: 1,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("reading or writing {what} failed: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("scaling {set} failed: {message}")]
+    ScaleFailed { set: String, message: String },
+    #[error("serialising {0} failed")]
+    Encode(String),
+}
+
+impl Error {
+    pub fn api(what: impl Into<String>, source: kube::Error) -> Error {
+        Error::Api {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Writes a controller made that its cache has not shown yet. A controller
+/// does not act on an owner until its cache reflects its own last writes (or
+/// they expire), so a slow cache never makes it create a machine twice —
+/// upstream records these but does not wait for them.
+#[derive(Default)]
+pub struct Expectations {
+    inner: Mutex<HashMap<String, Expected>>,
+}
+
+struct Expected {
+    created: Vec<String>,
+    deleted: Vec<String>,
+    at: Instant,
+}
+
+/// After this long, unfulfilled expectations are dropped.
+pub const EXPECTATION_TTL: Duration = Duration::from_secs(300);
+
+impl Expectations {
+    pub fn expect(&self, owner: &str, created: Vec<String>, deleted: Vec<String>) {
+        self.inner.lock().insert(
+            owner.to_string(),
+            Expected {
+                created,
+                deleted,
+                at: Instant::now(),
+            },
+        );
+    }
+
+    /// Whether the cache shows every expected write of `owner`: created
+    /// names present, deleted names gone or deleting.
+    pub fn satisfied(&self, owner: &str, present: impl Fn(&str) -> Option<bool>) -> bool {
+        let mut map = self.inner.lock();
+        let Some(e) = map.get(owner) else {
+            return true;
+        };
+        // `present` answers Some(true) for a live machine, Some(false) for
+        // one being deleted, None for one not in the cache.
+        let done = e.created.iter().all(|n| present(n).is_some())
+            && e.deleted.iter().all(|n| present(n) != Some(true));
+        if done || e.at.elapsed() > EXPECTATION_TTL {
+            map.remove(owner);
+            return true;
+        }
+        false
+    }
+
+    pub fn forget(&self, owner: &str) {
+        self.inner.lock().remove(owner);
+    }
+}
+
+pub struct Context {
+    /// The control cluster: machines, sets, deployments, classes.
+    pub control: kube::Client,
+    /// The target cluster: nodes, pods, volumes.
+    pub target: kube::Client,
+    pub machines: Store<Machine>,
+    pub sets: Store<MachineSet>,
+    pub config: Config,
+    pub expectations: Expectations,
+}
+
+impl Context {
+    pub fn new(
+        control: kube::Client,
+        target: kube::Client,
+        machines: Store<Machine>,
+        sets: Store<MachineSet>,
+        config: Config,
+    ) -> Arc<Context> {
+        Arc::new(Context {
+            control,
+            target,
+            machines,
+            sets,
+            config,
+            expectations: Expectations::default(),
+        })
+    }
+
+    /// Cached machine sets controlled by the deployment with `uid`.
+    pub fn sets_of(&self, uid: &str) -> Vec<Arc<MachineSet>> {
+        self.sets
+            .state()
+            .into_iter()
+            .filter(|m| {
+                m.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
+            })
+            .collect()
+    }
+
+    /// Cached machines controlled by the owner with `uid`.
+    pub fn machines_of(&self, uid: &str) -> Vec<Arc<Machine>> {
+        self.machines
+            .state()
+            .into_iter()
+            .filter(|m| {
+                m.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && o.uid == uid)
+            })
+            .collect()
+    }
+}

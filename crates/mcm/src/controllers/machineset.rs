@@ -1,0 +1,187 @@
+//! The machine set controller: keeps the number of machines a set owns at
+//! its replicas, replaces failed machines, and reports status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::{Machine, MachineSet, MachineState, labels};
+use chrono::Utc;
+use futures::future::join_all;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use super::context::{Context, Error};
+use crate::machineset::{self, last_operation, set_replica_failure};
+
+/// Steady-state resync.
+pub const RESYNC: Duration = Duration::from_secs(600);
+/// How soon to look again while the cache catches up with our writes.
+pub const CACHE_WAIT: Duration = Duration::from_millis(500);
+
+/// The machine a set creates from its template.
+pub fn machine_for(set: &MachineSet) -> Machine {
+    let t = &set.spec.template;
+    let name = set.metadata.name.clone().unwrap_or_default();
+    Machine {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{name}-")),
+            namespace: set.metadata.namespace.clone(),
+            labels: t.metadata.labels.clone(),
+            annotations: t.metadata.annotations.clone(),
+            finalizers: t.metadata.finalizers.clone(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: api::GROUP_VERSION.into(),
+                kind: "MachineSet".into(),
+                name,
+                uid: set.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: t.spec.clone(),
+        status: None,
+    }
+}
+
+fn has_finalizer(meta: &ObjectMeta) -> bool {
+    meta.finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == labels::MCM_FINALIZER)
+}
+
+/// Adds or removes the MCM finalizer with a merge patch guarded by the
+/// resource version, so a concurrent change is not overwritten.
+pub async fn set_finalizer<K>(api: &Api<K>, meta: &ObjectMeta, present: bool) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut fins: Vec<String> = meta.finalizers.clone().unwrap_or_default();
+    fins.retain(|f| f != labels::MCM_FINALIZER);
+    if present {
+        fins.push(labels::MCM_FINALIZER.to_string());
+    }
+    let name = meta.name.clone().unwrap_or_default();
+    let patch = json!({"metadata": {"finalizers": fins, "resourceVersion": meta.resource_version}});
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::api(format!("finalizers of {name}"), e)),
+    }
+}
+
+pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = set.metadata.namespace.clone().unwrap_or_default();
+    let name = set.metadata.name.clone().unwrap_or_default();
+    let uid = set.metadata.uid.clone().unwrap_or_default();
+    let sets: Api<MachineSet> = Api::namespaced(ctx.control.clone(), &ns);
+    let machines: Api<Machine> = Api::namespaced(ctx.control.clone(), &ns);
+    let owned = ctx.machines_of(&uid);
+    if set.metadata.deletion_timestamp.is_some() && owned.is_empty() {
+        if has_finalizer(&set.metadata) {
+            set_finalizer(&sets, &set.metadata, false).await?;
+        }
+        ctx.expectations.forget(&uid);
+        return Ok(Action::await_change());
+    }
+    if set.metadata.deletion_timestamp.is_none() && !has_finalizer(&set.metadata) {
+        set_finalizer(&sets, &set.metadata, true).await?;
+        return Ok(Action::await_change());
+    }
+    let cached = |n: &str| {
+        owned
+            .iter()
+            .find(|m| m.metadata.name.as_deref() == Some(n))
+            .map(|m| m.metadata.deletion_timestamp.is_none())
+    };
+    if !ctx.expectations.satisfied(&uid, cached) {
+        return Ok(Action::requeue(CACHE_WAIT));
+    }
+    let now = Utc::now();
+    let refs: Vec<&Machine> = owned.iter().map(|m| m.as_ref()).collect();
+    let plan = machineset::plan(&set, &refs, now);
+
+    // Create in slow-start batches (1, 2, 4, …), stopping at the first
+    // failing batch, so a broken template costs one machine, not a hundred.
+    let mut created = Vec::new();
+    let mut failure: Option<(&str, String)> = None;
+    let mut remaining = plan.create;
+    let mut batch = 1usize;
+    let template = machine_for(&set);
+    let pp = PostParams::default();
+    while remaining > 0 && failure.is_none() {
+        let n = batch.min(remaining);
+        let results = join_all((0..n).map(|_| machines.create(&pp, &template))).await;
+        for r in results {
+            match r {
+                Ok(m) => created.push(m.metadata.name.unwrap_or_default()),
+                Err(e) => failure = Some(("FailedCreate", e.to_string())),
+            }
+        }
+        remaining -= n;
+        batch *= 2;
+    }
+    let mut deleted = Vec::new();
+    for d in &plan.delete {
+        match machines.delete(d, &DeleteParams::background()).await {
+            Ok(_) => deleted.push(d.clone()),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => failure = Some(("FailedDelete", e.to_string())),
+        }
+    }
+    if !created.is_empty() || !deleted.is_empty() {
+        tracing::info!(set = %name, created = created.len(), deleted = deleted.len(), "machine set scaled");
+    }
+    ctx.expectations
+        .expect(&uid, created.clone(), deleted.clone());
+
+    let mut status = plan.status;
+    set_replica_failure(&mut status.conditions, failure.clone(), now);
+    if failure.is_some() || !created.is_empty() || !deleted.is_empty() {
+        let (desc, state) = match &failure {
+            Some((_, m)) => (format!("Scaling failed: {m}"), MachineState::Failed),
+            None => (
+                format!(
+                    "Created {} and deleted {} machines",
+                    created.len(),
+                    deleted.len()
+                ),
+                MachineState::Successful,
+            ),
+        };
+        status.last_operation = last_operation(desc, state, now);
+    }
+    if set.status.as_ref() != Some(&status) {
+        let mut updated = (*set).clone();
+        updated.status = Some(status);
+        if let Err(e) = sets
+            .replace_status(&name, &PostParams::default(), &updated)
+            .await
+        {
+            // A conflict means newer facts are on the way; the next pass
+            // writes the status from them.
+            if !matches!(&e, kube::Error::Api(s) if s.code == 409) {
+                return Err(Error::api(format!("status of machine set {name}"), e));
+            }
+        }
+    }
+    match failure {
+        Some((_, message)) => Err(Error::ScaleFailed {
+            set: format!("machine set {name}"),
+            message,
+        }),
+        _ if !plan.delete.is_empty() || plan.create > 0 => Ok(Action::requeue(CACHE_WAIT)),
+        _ => Ok(Action::requeue(RESYNC)),
+    }
+}
+
+pub fn error_policy(_set: Arc<MachineSet>, err: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(error = %err, "machine set reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}

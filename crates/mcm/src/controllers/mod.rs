@@ -1,0 +1,8 @@
+//! The controllers: thin executors that observe through kube-rs caches,
+//! call the pure planners, and apply the plans through the API.
+
+pub mod context;
+pub mod machinedeployment;
+pub mod machineset;
+
+pub use context::{Config, Context, Error};
