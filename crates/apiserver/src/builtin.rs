@@ -277,6 +277,28 @@ fn defs() -> Vec<Def> {
                 false,
             )
         },
+        Def {
+            categories: &["api-extensions"],
+            ..def(
+                crate::webhook::GROUP,
+                "v1",
+                "mutatingwebhookconfigurations",
+                "mutatingwebhookconfiguration",
+                "MutatingWebhookConfiguration",
+                false,
+            )
+        },
+        Def {
+            categories: &["api-extensions"],
+            ..def(
+                crate::webhook::GROUP,
+                "v1",
+                "validatingwebhookconfigurations",
+                "validatingwebhookconfiguration",
+                "ValidatingWebhookConfiguration",
+                false,
+            )
+        },
     ]
 }
 
@@ -567,6 +589,24 @@ pub fn validate(res: &Resource, obj: &Value) -> Result<Vec<Cause>, ApiError> {
             typed::<ext::CustomResourceDefinition>(obj)?;
             causes.extend(crate::crd::validate_crd(obj));
         }
+        (
+            crate::webhook::GROUP,
+            kind @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"),
+        ) => {
+            // Missing required fields are 422 causes, as in kube; the typed
+            // decode (which would call them a 400) only checks the shape of
+            // an object that has them.
+            causes.extend(crate::webhook::validate_configuration(kind, obj));
+            if causes.is_empty() {
+                use k8s_openapi::api::admissionregistration::v1 as admreg;
+                match kind {
+                    "MutatingWebhookConfiguration" => {
+                        drop(typed::<admreg::MutatingWebhookConfiguration>(obj)?)
+                    }
+                    _ => drop(typed::<admreg::ValidatingWebhookConfiguration>(obj)?),
+                }
+            }
+        }
         _ => {}
     }
     Ok(causes)
@@ -617,8 +657,12 @@ fn workload_checks(
 }
 
 /// Normalises a built-in object before it is stored: Secret `stringData` is
-/// folded into `data`, as kube-apiserver does.
+/// folded into `data`, and webhook configurations get their defaults, as
+/// kube-apiserver does.
 pub fn normalize(res: &Resource, obj: &mut Value) {
+    if res.builtin && res.group == crate::webhook::GROUP {
+        crate::webhook::default_configuration(&res.kind, obj);
+    }
     if res.builtin
         && res.kind == "Secret"
         && let Some(m) = obj.as_object_mut()

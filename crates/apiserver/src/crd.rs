@@ -200,10 +200,7 @@ pub fn register(server: &Server, crd: &Value) {
     if uid.is_empty() {
         return;
     }
-    server.registry.remove_crd(uid);
-    for r in resources_of(crd) {
-        server.registry.insert(r);
-    }
+    server.registry.replace_crd(uid, resources_of(crd));
 }
 
 /// Registers every stored CRD at start.

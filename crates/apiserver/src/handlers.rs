@@ -154,12 +154,15 @@ fn method_not_allowed(m: &Method) -> ApiError {
     ))
 }
 
-/// Parses a request body (JSON, or YAML when so labelled) into an object.
+/// Parses a request body (JSON, YAML when so labelled, or a Kubernetes
+/// protobuf envelope, recognised by its magic bytes) into an object.
 pub fn parse_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     if body.is_empty() {
         return Err(ApiError::bad_request("the request body is empty"));
     }
-    let v: Value = if content_type.contains("yaml") {
+    let v: Value = if crate::protobuf::is_envelope(body) {
+        crate::protobuf::decode_object(body)?
+    } else if content_type.contains("yaml") {
         serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
     } else {
@@ -888,8 +891,15 @@ pub fn delete_options(body: &[u8], q: &Query) -> Result<DeleteOptions, ApiError>
         ..Default::default()
     };
     if !body.is_empty() {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("DeleteOptions are not valid JSON: {e}")))?;
+        // Typed client-go deletes (e.g. `kubectl drain --disable-eviction`)
+        // send DeleteOptions in protobuf.
+        let v: Value = if crate::protobuf::is_envelope(body) {
+            crate::protobuf::decode_kind(body, "DeleteOptions")?
+        } else {
+            serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("DeleteOptions are not valid JSON: {e}"))
+            })?
+        };
         o.propagation = v
             .get("propagationPolicy")
             .and_then(Value::as_str)

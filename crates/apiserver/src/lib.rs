@@ -11,6 +11,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admission;
+pub mod admission_server;
 mod apply;
 pub mod audit;
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod openapi;
 pub mod patchmeta;
 pub mod pdb;
 pub mod pki;
+pub mod protobuf;
 pub mod rbac;
 mod rbac_bootstrap;
 pub mod registry;
@@ -42,6 +44,7 @@ mod subresources;
 pub mod table;
 pub mod tls;
 pub mod watch;
+pub mod webhook;
 
 pub use admission::{AdmissionPlugin, Attributes, Operation};
 pub use auth::{AuthConfig, UserInfo};

@@ -142,6 +142,21 @@ impl Registry {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// Serves `resources` in place of whatever the CRD `uid` served before, in
+    /// one step, so no request sees the resource missing in between.
+    pub fn replace_crd(&self, uid: &str, resources: Vec<Resource>) {
+        let mut inner = self.inner.write();
+        inner.retain(|_, r| r.crd_uid.as_deref() != Some(uid));
+        for res in resources {
+            inner.insert(
+                (res.group.clone(), res.version.clone(), res.plural.clone()),
+                Arc::new(res),
+            );
+        }
+        drop(inner);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// A counter that moves whenever the set of served resources changes.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)

@@ -168,6 +168,9 @@ pub struct Server {
     pub config: Config,
     hubs: Mutex<HashMap<String, Arc<Hub>>>,
     admission: RwLock<Vec<Arc<dyn AdmissionPlugin>>>,
+    /// External admission webhooks: after every in-process plugin, as
+    /// kube-apiserver runs its webhook plugins last.
+    webhooks: std::sync::OnceLock<Arc<dyn AdmissionPlugin>>,
     auth: Option<crate::auth::Auth>,
     audit: Option<crate::audit::AuditLog>,
 }
@@ -197,6 +200,7 @@ impl Server {
             config,
             hubs: Mutex::new(HashMap::new()),
             admission: RwLock::new(Vec::new()),
+            webhooks: std::sync::OnceLock::new(),
             auth,
             audit,
         });
@@ -208,6 +212,8 @@ impl Server {
             crate::rbac_bootstrap::ensure(&server).await?;
             server.add_admission(Arc::new(crate::rbac::EscalationCheck::new(&server)));
         }
+        let webhooks = Arc::new(crate::webhook::WebhookAdmission::new(&server));
+        let _ = server.webhooks.set(webhooks);
         crate::gc::spawn(server.clone());
         crate::namespace::spawn(server.clone());
         crate::crd::spawn(server.clone());
@@ -230,7 +236,9 @@ impl Server {
     }
 
     pub fn admission_plugins(&self) -> Vec<Arc<dyn AdmissionPlugin>> {
-        self.admission.read().clone()
+        let mut plugins = self.admission.read().clone();
+        plugins.extend(self.webhooks.get().cloned());
+        plugins
     }
 
     /// The watch hub of a resource's storage, started on first use.

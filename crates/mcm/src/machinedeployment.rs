@@ -149,7 +149,10 @@ fn counts(set: &MachineSet, rank: i64) -> SetCounts {
     SetCounts {
         name: name(set),
         spec: i64::from(set.spec.replicas),
-        status: i64::from(st.replicas),
+        // A set's status trails the machines it just created; counting
+        // spec as well keeps the surge bound even before the status shows
+        // them (and status covers machines still terminating).
+        status: i64::from(st.replicas.max(set.spec.replicas)),
         available: i64::from(st.available_replicas),
         age_rank: rank,
         max_replicas_annotation: annotation(&set.metadata, labels::MAX_REPLICAS)

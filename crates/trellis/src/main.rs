@@ -1,6 +1,7 @@
 //! The `trellis` command: the embedded API server, benchmarks, and (as the
 //! other parts land) the controllers and the one-command experience.
 
+mod admission_webhook;
 mod bench;
 mod kubeconfig;
 mod logging;
@@ -39,6 +40,9 @@ enum Command {
     Server(ServerArgs),
     /// Print every CRD manifest trellis serves, for installing on a real cluster.
     Crds,
+    /// Serve the machine.sapcloud.io admission (defaulting and validation)
+    /// as an AdmissionReview webhook for a real cluster.
+    AdmissionWebhook(admission_webhook::Args),
     /// Measure parts of trellis; results are printed as Markdown.
     Bench {
         #[command(subcommand)]
@@ -196,6 +200,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Up(args) | Command::Server(args) => run_server(args).await,
             Command::Bench { what } => bench::run(what).await,
+            Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
             Command::Crds => {
                 print!("{}", api::crds_yaml());
                 Ok(())

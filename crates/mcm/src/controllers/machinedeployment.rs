@@ -14,6 +14,9 @@ use super::context::{Context, Error};
 use super::machineset::{CACHE_WAIT, RESYNC, set_finalizer};
 use crate::machinedeployment::{self, Step};
 
+/// How often an unfinished rollout is looked at without events.
+const ROLLOUT_RECHECK: Duration = Duration::from_secs(2);
+
 fn has_finalizer(md: &MachineDeployment) -> bool {
     md.metadata
         .finalizers
@@ -52,6 +55,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     }
     let refs: Vec<&MachineSet> = owned.iter().map(|s| s.as_ref()).collect();
     let plan = machinedeployment::plan(&md, &refs, Utc::now());
+    tracing::debug!(deployment = %name, sets = refs.len(), steps = ?plan.steps, "machine deployment plan");
     let mut status = plan.status.clone();
     let mut created = Vec::new();
     let mut acted = false;
@@ -161,6 +165,16 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     }
     if acted {
         return Ok(Action::requeue(CACHE_WAIT));
+    }
+    // While a rollout is under way, look again soon even without events:
+    // reconciles are level-triggered, so a missed wake-up costs a second,
+    // not the resync period.
+    let st = &plan.status;
+    let settled = st.updated_replicas == md.spec.replicas
+        && st.replicas == md.spec.replicas
+        && st.available_replicas == md.spec.replicas;
+    if !settled && !md.spec.paused {
+        return Ok(Action::requeue(ROLLOUT_RECHECK));
     }
     Ok(Action::requeue(
         plan.requeue_after.unwrap_or(RESYNC).min(RESYNC),

@@ -1,0 +1,334 @@
+//! The machine set and machine deployment controllers against the real
+//! embedded API server. A stand-in for the machine controller turns every new
+//! machine Running after a short delay; a monitor samples the machines all
+//! the time and records any moment a rollout invariant is broken.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use api::{Machine, MachineDeployment, MachinePhase, MachineSet};
+use futures::StreamExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use parking_lot::Mutex;
+use serde_json::json;
+
+async fn server() -> kube::Client {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
+    let server = apiserver::Server::start(store, apiserver::Config::default())
+        .await
+        .unwrap();
+    for crd in api::crds() {
+        apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
+            .await
+            .unwrap();
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
+    let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Turns machines without a phase Running after `delay` (what the machine
+/// controller and a booting VM would do).
+fn fake_machine_controller(client: kube::Client, delay: Duration) {
+    let machines: Api<Machine> = Api::namespaced(client, "default");
+    tokio::spawn(async move {
+        let stream = watcher(machines.clone(), watcher::Config::default())
+            .default_backoff()
+            .applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(Ok(m)) = stream.next().await {
+            if m.phase().is_some() || m.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let machines = machines.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                let patch = json!({"status": {"currentStatus": {"phase": "Running", "lastUpdateTime": now}}});
+                let _ = machines
+                    .patch_status(
+                        m.metadata.name.as_deref().unwrap_or(""),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await;
+            });
+        }
+    });
+}
+
+struct Monitor {
+    violations: Arc<Mutex<Vec<String>>>,
+    armed: Arc<AtomicBool>,
+}
+
+/// Samples machines every 10 ms: never more than `max_total` live machines,
+/// and (once armed) never fewer than `min_running` Running ones.
+fn monitor(client: kube::Client, max_total: usize, min_running: usize) -> Monitor {
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let armed = Arc::new(AtomicBool::new(false));
+    let (v, a) = (violations.clone(), armed.clone());
+    let machines: Api<Machine> = Api::namespaced(client, "default");
+    tokio::spawn(async move {
+        loop {
+            if let Ok(list) = machines.list(&ListParams::default()).await {
+                let live: Vec<&Machine> = list
+                    .items
+                    .iter()
+                    .filter(|m| m.metadata.deletion_timestamp.is_none())
+                    .collect();
+                let running = live
+                    .iter()
+                    .filter(|m| m.phase() == Some(MachinePhase::Running))
+                    .count();
+                if live.len() > max_total {
+                    v.lock()
+                        .push(format!("{} live machines (max {max_total})", live.len()));
+                }
+                if a.load(Ordering::SeqCst) && running < min_running {
+                    v.lock()
+                        .push(format!("{running} running machines (min {min_running})"));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    Monitor { violations, armed }
+}
+
+async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !f().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn running(machines: &Api<Machine>, class: &str) -> usize {
+    machines
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|m| {
+            m.metadata.deletion_timestamp.is_none()
+                && m.phase() == Some(MachinePhase::Running)
+                && m.spec.class.name == class
+        })
+        .count()
+}
+
+async fn live(machines: &Api<Machine>) -> usize {
+    machines
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_keeps_capacity_and_surge() {
+    let client = server().await;
+    fake_machine_controller(client.clone(), Duration::from_millis(150));
+    let config = mcm::controllers::Config {
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    let c = client.clone();
+    tokio::spawn(
+        async move { mcm::run::run(c.clone(), c, config, std::future::pending::<()>()).await },
+    );
+
+    let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
+    let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let sets: Api<MachineSet> = Api::namespaced(client.clone(), "default");
+    let md = MachineDeployment::test("web").replicas(3).rolling("1", "0");
+    mds.create(&PostParams::default(), &md).await.unwrap();
+    wait_for("3 running machines", 30, async || {
+        running(&machines, "test-class").await == 3
+    })
+    .await;
+    wait_for("deployment status", 30, async || {
+        mds.get("web")
+            .await
+            .unwrap()
+            .status
+            .is_some_and(|s| s.available_replicas == 3 && s.updated_replicas == 3)
+    })
+    .await;
+
+    // A rollout: never more than 4 machines, never fewer than 3 Running.
+    let m = monitor(client.clone(), 4, 3);
+    m.armed.store(true, Ordering::SeqCst);
+    mds.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"class": {"name": "next-class"}}}}})),
+    )
+    .await
+    .unwrap();
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        while !(running(&machines, "next-class").await == 3 && live(&machines).await == 3) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    if done.is_err() {
+        for s in sets.list(&ListParams::default()).await.unwrap().items {
+            eprintln!(
+                "set {:?} spec={} status={:?} ann={:?} class={}",
+                s.metadata.name,
+                s.spec.replicas,
+                s.status
+                    .map(|x| (x.replicas, x.available_replicas, x.ready_replicas)),
+                s.metadata.annotations,
+                s.spec.template.spec.class.name
+            );
+        }
+        for m in machines.list(&ListParams::default()).await.unwrap().items {
+            eprintln!(
+                "machine {:?} phase={:?} class={} deleting={}",
+                m.metadata.name,
+                m.phase(),
+                m.spec.class.name,
+                m.metadata.deletion_timestamp.is_some()
+            );
+        }
+        eprintln!("md status {:?}", mds.get("web").await.unwrap().status);
+        panic!("the rollout did not finish");
+    }
+    let v = m.violations.lock().clone();
+    assert!(
+        v.is_empty(),
+        "rollout invariants broken: {:?}",
+        &v[..v.len().min(10)]
+    );
+    let all_sets = sets.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(all_sets.len(), 2, "the old set is kept as history");
+    let md = mds.get("web").await.unwrap();
+    assert_eq!(
+        md.metadata.annotations.unwrap()["deployment.kubernetes.io/revision"],
+        "2"
+    );
+    m.armed.store(false, Ordering::SeqCst);
+
+    // Scale up and down.
+    mds.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .unwrap();
+    wait_for("5 machines", 30, async || {
+        running(&machines, "next-class").await == 5
+    })
+    .await;
+    mds.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 2}})),
+    )
+    .await
+    .unwrap();
+    wait_for("2 machines", 30, async || live(&machines).await == 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreate_pause_and_failed_replacement() {
+    let client = server().await;
+    fake_machine_controller(client.clone(), Duration::from_millis(100));
+    let config = mcm::controllers::Config {
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    let c = client.clone();
+    tokio::spawn(
+        async move { mcm::run::run(c.clone(), c, config, std::future::pending::<()>()).await },
+    );
+    let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
+    let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
+    mds.create(
+        &PostParams::default(),
+        &MachineDeployment::test("db").replicas(2).recreate(),
+    )
+    .await
+    .unwrap();
+    wait_for("2 running", 30, async || {
+        running(&machines, "test-class").await == 2
+    })
+    .await;
+
+    // Paused: a template change rolls nothing out.
+    mds.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"spec": {"paused": true, "template": {"spec": {"class": {"name": "v2"}}}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(running(&machines, "v2").await, 0);
+    assert_eq!(running(&machines, "test-class").await, 2);
+
+    // Resumed with Recreate: old and new machines never coexist.
+    let m = monitor(client.clone(), 2, 0);
+    mds.patch(
+        "db",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"paused": false}})),
+    )
+    .await
+    .unwrap();
+    wait_for("2 running v2", 60, async || {
+        running(&machines, "v2").await == 2
+    })
+    .await;
+    let v = m.violations.lock().clone();
+    assert!(v.is_empty(), "{v:?}");
+
+    // A Failed machine is deleted and replaced.
+    let victim = machines
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|m| m.metadata.deletion_timestamp.is_none())
+        .unwrap();
+    let victim_name = victim.metadata.name.clone().unwrap();
+    machines
+        .patch_status(
+            &victim_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"currentStatus": {"phase": "Failed"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the failed machine gone", 30, async || {
+        machines.get_opt(&victim_name).await.unwrap().is_none()
+    })
+    .await;
+    wait_for("a replacement", 30, async || {
+        running(&machines, "v2").await == 2
+    })
+    .await;
+}
