@@ -852,9 +852,10 @@ async fn patch(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply, Ap
             return Err(ApiError::bad_request("the patch must leave an object"));
         }
         check_type_meta(&res, &mut patched)?;
+        // A resourceVersion left in the patched object is a precondition;
+        // one the patch removed (kubectl's 3-way patches null it) is none.
         let precondition = rv_of(&patched);
-        let explicit = precondition.as_deref() != Some(cur.mod_revision.to_string().as_str());
-        if explicit {
+        if precondition.is_some_and(|rv| rv != cur.mod_revision.to_string()) {
             return Err(ApiError::modified(&res.group, &res.plural, name));
         }
         if object::name(&patched) != name {
