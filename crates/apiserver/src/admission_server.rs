@@ -217,6 +217,7 @@ fn review_resource(req: &Value, namespaced: bool) -> Resource {
         extra_fields: Vec::new(),
         builtin: false,
         crd_uid: None,
+        verbs: crate::registry::ALL_VERBS.to_vec(),
         group,
         version,
         plural,

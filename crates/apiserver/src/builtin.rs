@@ -21,6 +21,7 @@ struct Def {
     fields: &'static [&'static str],
     /// Store location when it differs from `<group>/<plural>`.
     storage: Option<&'static str>,
+    verbs: &'static [&'static str],
 }
 
 const fn def(
@@ -44,8 +45,15 @@ const fn def(
         scale: false,
         fields: &[],
         storage: None,
+        verbs: crate::registry::ALL_VERBS,
     }
 }
+
+/// Namespaces have no deletecollection in kube: one request must not be
+/// able to delete every namespace.
+const NAMESPACE_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 const POD_FIELDS: &[&str] = &[
     "spec.nodeName",
@@ -85,6 +93,7 @@ fn defs() -> Vec<Def> {
         Def {
             short: &["ns"],
             status: true,
+            verbs: NAMESPACE_VERBS,
             fields: &["status.phase"],
             ..def("", "v1", "namespaces", "namespace", "Namespace", false)
         },
@@ -345,6 +354,7 @@ pub fn resources() -> Vec<Resource> {
                 extra_fields: d.fields.to_vec(),
                 builtin: true,
                 crd_uid: None,
+                verbs: d.verbs.to_vec(),
             }
         })
         .collect()
@@ -657,11 +667,15 @@ fn workload_checks(
 }
 
 /// Normalises a built-in object before it is stored: Secret `stringData` is
-/// folded into `data`, and webhook configurations get their defaults, as
-/// kube-apiserver does.
+/// folded into `data`, and every kind gets kube-apiserver's defaults
+/// ([`crate::defaults`]; webhook configurations have their own), as kube
+/// does while decoding a create or update body.
 pub fn normalize(res: &Resource, obj: &mut Value) {
     if res.builtin && res.group == crate::webhook::GROUP {
         crate::webhook::default_configuration(&res.kind, obj);
+    }
+    if res.builtin {
+        crate::defaults::apply(&res.group, &res.kind, obj);
     }
     if res.builtin
         && res.kind == "Secret"
@@ -683,4 +697,242 @@ pub fn normalize(res: &Resource, obj: &mut Value) {
             }
         }
     }
+}
+
+/// Whether objects of `res` carry `metadata.generation`, as in kube 1.32:
+/// custom resources, and the built-in kinds whose registry strategy sets it
+/// (workloads, budgets, CRDs, webhook configurations, EndpointSlices —
+/// whose strategy bumps it on any non-metadata or label change). Every
+/// other built-in kind (ConfigMap, Secret, Pod, Namespace, Service, …) has
+/// none, and `kubectl diff` would show a bump kube never makes.
+pub fn has_generation(res: &Resource) -> bool {
+    if !res.builtin {
+        return true;
+    }
+    match (res.group.as_str(), res.kind.as_str()) {
+        ("apps", "Deployment" | "StatefulSet")
+        | ("policy", "PodDisruptionBudget")
+        | ("apiextensions.k8s.io", "CustomResourceDefinition")
+        | ("discovery.k8s.io", "EndpointSlice") => true,
+        (g, "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration") => {
+            g == crate::webhook::GROUP
+        }
+        _ => false,
+    }
+}
+
+/// The pod spec fields kube lets an update change, in the words of its
+/// error message (kube 1.32, InPlacePodVerticalScaling off).
+const POD_UPDATABLE: &[&str] = &[
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+];
+
+/// Rules an update of the main resource (not a subresource) must follow
+/// beyond [`validate`]: for pods, kube's `ValidatePodUpdate` spec rules.
+pub fn validate_update(res: &Resource, new: &Value, old: &Value) -> Vec<Cause> {
+    if res.builtin && res.group.is_empty() && res.kind == "Pod" {
+        pod_update(new, old)
+    } else {
+        Vec::new()
+    }
+}
+
+fn forbidden(field: impl Into<String>, why: impl std::fmt::Display) -> Cause {
+    Cause::new("FieldValueForbidden", field, format!("Forbidden: {why}"))
+}
+
+/// The value compared for "did the spec change": kube compares decoded Go
+/// structs semantically, where an absent field, `null` and an empty list
+/// are all the same nil slice or pointer.
+fn semantic(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, x)| !x.is_null() && !x.as_array().is_some_and(Vec::is_empty))
+                .map(|(k, x)| (k.clone(), semantic(x)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(semantic).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Paths (at most a few) where two semantic values differ, to tell the user
+/// what the forbidden change was, as kube's message appends a diff.
+fn diff_paths(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    const MAX: usize = 5;
+    if out.len() >= MAX || a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let none = Value::Null;
+                diff_paths(
+                    &format!("{path}.{k}"),
+                    x.get(k).unwrap_or(&none),
+                    y.get(k).unwrap_or(&none),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                diff_paths(&format!("{path}[{i}]"), p, q, out);
+            }
+        }
+        _ => out.push(path.to_string()),
+    }
+}
+
+fn pod_update(new: &Value, old: &Value) -> Vec<Cause> {
+    // A pod stored before defaulting existed compares as if defaulted, so
+    // its first update is not refused for the defaults it now gets.
+    let mut old = old.clone();
+    crate::defaults::apply("", "Pod", &mut old);
+    let empty = Map::new();
+    let new_spec = new.get("spec").and_then(Value::as_object).unwrap_or(&empty);
+    let old_spec = old.get("spec").and_then(Value::as_object).unwrap_or(&empty);
+    let list = |m: &Map<String, Value>, k: &str| -> Vec<Value> {
+        m.get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut causes = Vec::new();
+    for key in ["containers", "initContainers"] {
+        if list(new_spec, key).len() != list(old_spec, key).len() {
+            causes.push(forbidden(
+                format!("spec.{key}"),
+                "pod updates may not add or remove containers",
+            ));
+            return causes;
+        }
+    }
+    let ads = |m: &Map<String, Value>| m.get("activeDeadlineSeconds").and_then(Value::as_i64);
+    match (ads(new_spec), ads(old_spec)) {
+        (Some(n), _) if !(0..=i64::from(i32::MAX)).contains(&n) => {
+            causes.push(Cause::invalid(
+                "spec.activeDeadlineSeconds",
+                format!("Invalid value: {n}: must be between 0 and 2147483647, inclusive"),
+            ));
+            return causes;
+        }
+        (Some(n), Some(o)) if o < n => {
+            causes.push(Cause::invalid(
+                "spec.activeDeadlineSeconds",
+                format!("Invalid value: {n}: must be less than or equal to previous value"),
+            ));
+            return causes;
+        }
+        (None, Some(_)) => causes.push(Cause::invalid(
+            "spec.activeDeadlineSeconds",
+            "Invalid value: \"null\": must not update from a positive integer to nil value",
+        )),
+        _ => {}
+    }
+    // Existing tolerations stay (only their tolerationSeconds may change);
+    // new ones may be added.
+    let strip_seconds = |t: &Value| {
+        let mut t = semantic(t);
+        if let Some(m) = t.as_object_mut() {
+            m.remove("tolerationSeconds");
+        }
+        t
+    };
+    let new_tols: Vec<Value> = list(new_spec, "tolerations")
+        .iter()
+        .map(strip_seconds)
+        .collect();
+    if list(old_spec, "tolerations")
+        .iter()
+        .any(|t| !new_tols.contains(&strip_seconds(t)))
+    {
+        causes.push(forbidden(
+            "spec.tolerations",
+            "existing toleration can not be modified except its tolerationSeconds",
+        ));
+    }
+    // Scheduling gates may only be removed.
+    let old_gates = list(old_spec, "schedulingGates");
+    if list(new_spec, "schedulingGates")
+        .iter()
+        .any(|g| !old_gates.contains(g))
+    {
+        causes.push(forbidden(
+            "spec.schedulingGates",
+            "only deletion is allowed, but found new scheduling gate",
+        ));
+    }
+    let old_sem = semantic(&Value::Object(old_spec.clone()));
+    if semantic(&Value::Object(new_spec.clone())) == old_sem {
+        return causes;
+    }
+    // Take every field an update may change from the old spec; whatever
+    // still differs is a forbidden change.
+    let mut munged = new_spec.clone();
+    for key in ["containers", "initContainers"] {
+        let old_list = list(old_spec, key);
+        if let Some(cs) = munged.get_mut(key).and_then(Value::as_array_mut) {
+            for (c, o) in cs.iter_mut().zip(&old_list) {
+                if let Some(c) = c.as_object_mut() {
+                    match o.get("image") {
+                        Some(img) => c.insert("image".into(), img.clone()),
+                        None => c.remove("image"),
+                    };
+                }
+            }
+        }
+    }
+    for key in ["activeDeadlineSeconds", "tolerations", "schedulingGates"] {
+        match old_spec.get(key) {
+            Some(v) => munged.insert(key.into(), v.clone()),
+            None => munged.remove(key),
+        };
+    }
+    let grace = |m: &Map<String, Value>| {
+        m.get("terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+    };
+    if grace(old_spec).is_some_and(|g| g < 0) && grace(&munged) == Some(1) {
+        munged.insert(
+            "terminationGracePeriodSeconds".into(),
+            old_spec["terminationGracePeriodSeconds"].clone(),
+        );
+    }
+    // kube binds a pod to its node through the `pods/binding` subresource,
+    // which this server does not serve; a scheduler-like client sets
+    // `spec.nodeName` by update instead, so setting it once (from empty) is
+    // allowed. Changing or clearing it stays forbidden.
+    let node = |m: &Map<String, Value>| {
+        m.get("nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    if node(old_spec).is_empty() && !node(&munged).is_empty() {
+        match old_spec.get("nodeName") {
+            Some(v) => munged.insert("nodeName".into(), v.clone()),
+            None => munged.remove("nodeName"),
+        };
+    }
+    let munged_sem = semantic(&Value::Object(munged));
+    if munged_sem != old_sem {
+        let mut paths = Vec::new();
+        diff_paths("spec", &old_sem, &munged_sem, &mut paths);
+        causes.push(forbidden(
+            "spec",
+            format!(
+                "pod updates may not change fields other than {}\n  changed: {}",
+                POD_UPDATABLE.join(","),
+                paths.join(", ")
+            ),
+        ));
+    }
+    causes
 }

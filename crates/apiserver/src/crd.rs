@@ -189,6 +189,7 @@ pub fn resources_of(crd: &Value) -> Vec<Resource> {
                 extra_fields: Vec::new(),
                 builtin: false,
                 crd_uid: Some(uid.clone()),
+                verbs: crate::registry::ALL_VERBS.to_vec(),
             }
         })
         .collect()

@@ -13,16 +13,6 @@ use crate::registry::Resource;
 use crate::request::Target;
 use crate::server::{Reply, Server};
 
-const VERBS: &[&str] = &[
-    "create",
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "update",
-    "watch",
-];
 const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// Orders versions as Kubernetes does: GA before beta before alpha, higher
@@ -49,9 +39,128 @@ pub fn version_priority(v: &str) -> (u8, i64, i64) {
     (kind, major, minor)
 }
 
+/// The create-only resources served by `crate::auth::review` ahead of
+/// resource dispatch (access and token reviews). They are not in the
+/// registry — nothing is stored, watched or garbage collected for them —
+/// but kube lists them in discovery, and `kubectl api-resources` and
+/// `auth can-i` look for them there.
+fn virtual_resources() -> Vec<Resource> {
+    const AUTHN: &str = "authentication.k8s.io";
+    const AUTHZ: &str = "authorization.k8s.io";
+    [
+        (AUTHN, "selfsubjectreviews", "SelfSubjectReview", false),
+        (AUTHN, "tokenreviews", "TokenReview", false),
+        (
+            AUTHZ,
+            "localsubjectaccessreviews",
+            "LocalSubjectAccessReview",
+            true,
+        ),
+        (
+            AUTHZ,
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+        ),
+        (
+            AUTHZ,
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+            false,
+        ),
+        (AUTHZ, "subjectaccessreviews", "SubjectAccessReview", false),
+    ]
+    .into_iter()
+    .map(|(group, plural, kind, namespaced)| Resource {
+        group: group.into(),
+        version: "v1".into(),
+        plural: plural.into(),
+        singular: kind.to_lowercase(),
+        kind: kind.into(),
+        list_kind: String::new(),
+        namespaced,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        status_subresource: false,
+        scale: None,
+        eviction: false,
+        storage: String::new(),
+        storage_version: "v1".into(),
+        schema: None,
+        printer_columns: Vec::new(),
+        extra_fields: Vec::new(),
+        builtin: true,
+        crd_uid: None,
+        verbs: vec!["create"],
+    })
+    .collect()
+}
+
+/// Every resource discovery lists: the registry's and the virtual ones,
+/// ordered by group, version, plural.
+fn listed(server: &Server) -> Vec<Arc<Resource>> {
+    let mut all = server.registry.all();
+    all.extend(virtual_resources().into_iter().map(Arc::new));
+    all.sort_by(|a, b| (&a.group, &a.version, &a.plural).cmp(&(&b.group, &b.version, &b.plural)));
+    all
+}
+
+/// A subresource as discovery lists it: its name, the group, version and
+/// kind it answers with (`None`: the resource's own), and its verbs.
+struct Sub {
+    name: &'static str,
+    gvk: Option<(&'static str, &'static str, &'static str)>,
+    verbs: &'static [&'static str],
+}
+
+const GET_PATCH_UPDATE: &[&str] = &["get", "patch", "update"];
+
+fn subresources(r: &Resource) -> Vec<Sub> {
+    let mut subs = Vec::new();
+    if r.status_subresource {
+        subs.push(Sub {
+            name: "status",
+            gvk: None,
+            verbs: GET_PATCH_UPDATE,
+        });
+    }
+    if r.scale.is_some() {
+        subs.push(Sub {
+            name: "scale",
+            gvk: Some(("autoscaling", "v1", "Scale")),
+            verbs: GET_PATCH_UPDATE,
+        });
+    }
+    if r.eviction {
+        subs.push(Sub {
+            name: "eviction",
+            gvk: Some(("policy", "v1", "Eviction")),
+            verbs: &["create"],
+        });
+    }
+    let core = r.builtin && r.group.is_empty();
+    if core && r.kind == "Namespace" {
+        subs.push(Sub {
+            name: "finalize",
+            gvk: None,
+            verbs: &["update"],
+        });
+    }
+    // TokenRequest, answered by crate::auth::review.
+    if core && r.kind == "ServiceAccount" {
+        subs.push(Sub {
+            name: "token",
+            gvk: Some(("authentication.k8s.io", "v1", "TokenRequest")),
+            verbs: &["create"],
+        });
+    }
+    subs.sort_by_key(|s| s.name);
+    subs
+}
+
 fn groups(server: &Server) -> BTreeMap<String, Vec<String>> {
     let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in server.registry.all() {
+    for r in listed(server) {
         let vs = g.entry(r.group.clone()).or_default();
         if !vs.contains(&r.version) {
             vs.push(r.version.clone());
@@ -75,40 +184,37 @@ fn group_json(name: &str, versions: &[String]) -> Value {
 fn resource_entries(r: &Resource) -> Vec<Value> {
     let mut out = vec![json!({
         "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-        "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names, "categories": r.categories,
+        "kind": r.kind, "verbs": r.verbs, "shortNames": r.short_names, "categories": r.categories,
         "storageVersionHash": "",
     })];
-    if r.status_subresource {
-        out.push(json!({"name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
-                        "kind": r.kind, "verbs": ["get", "patch", "update"]}));
-    }
-    if r.scale.is_some() {
-        out.push(json!({"name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
-                        "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
-    }
-    if r.eviction {
-        out.push(json!({"name": format!("{}/eviction", r.plural), "singularName": "", "namespaced": r.namespaced,
-                        "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}));
+    for s in subresources(r) {
+        let mut e = json!({"name": format!("{}/{}", r.plural, s.name), "singularName": "",
+                           "namespaced": r.namespaced, "kind": r.kind, "verbs": s.verbs});
+        if let Some((group, version, kind)) = s.gvk {
+            e["group"] = json!(group);
+            e["version"] = json!(version);
+            e["kind"] = json!(kind);
+        }
+        out.push(e);
     }
     out
 }
 
 fn aggregated_resource(r: &Resource) -> Value {
-    let mut subs = Vec::new();
-    if r.status_subresource {
-        subs.push(json!({"subresource": "status", "responseKind": {"group": r.group, "version": r.version, "kind": r.kind}, "verbs": ["get", "patch", "update"]}));
-    }
-    if r.scale.is_some() {
-        subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
-    }
-    if r.eviction {
-        subs.push(json!({"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}, "verbs": ["create"]}));
-    }
+    let subs: Vec<Value> = subresources(r)
+        .into_iter()
+        .map(|s| {
+            let (group, version, kind) = s
+                .gvk
+                .unwrap_or((r.group.as_str(), r.version.as_str(), r.kind.as_str()));
+            json!({"subresource": s.name, "responseKind": {"group": group, "version": version, "kind": kind}, "verbs": s.verbs})
+        })
+        .collect();
     let mut v = json!({
         "resource": r.plural, "singularResource": r.singular,
         "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
         "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
-        "verbs": VERBS,
+        "verbs": r.verbs,
     });
     if !r.short_names.is_empty() {
         v["shortNames"] = json!(r.short_names);
@@ -123,7 +229,7 @@ fn aggregated_resource(r: &Resource) -> Value {
 }
 
 fn aggregated(server: &Server, legacy: bool) -> Value {
-    let all: Vec<Arc<Resource>> = server.registry.all();
+    let all: Vec<Arc<Resource>> = listed(server);
     let mut items = Vec::new();
     for (group, versions) in groups(server) {
         if legacy != group.is_empty() {
@@ -196,9 +302,7 @@ pub fn serve(server: &Arc<Server>, target: &Target, accept: &str) -> Result<Repl
             Ok(Reply::value(StatusCode::OK, &v))
         }
         Target::ResourceList { group, version } => {
-            let resources: Vec<Value> = server
-                .registry
-                .all()
+            let resources: Vec<Value> = listed(server)
                 .iter()
                 .filter(|r| &r.group == group && &r.version == version)
                 .flat_map(|r| resource_entries(r))

@@ -93,6 +93,12 @@ pub async fn handle(ctx: Ctx<'_>, method: &Method) -> Result<Reply, ApiError> {
         ));
     }
     let sub = ctx.path.subresource.clone();
+    if sub.is_none()
+        && let Some(verb) = verb_of(method, ctx.path.name.is_some(), ctx.query.flag("watch"))
+        && !res.allows(verb)
+    {
+        return Err(method_not_allowed(method));
+    }
     match (&ctx.path.name, sub.as_deref()) {
         (None, _) => match *method {
             Method::GET if ctx.query.flag("watch") => crate::list::watch(&ctx).await,
@@ -104,6 +110,11 @@ pub async fn handle(ctx: Ctx<'_>, method: &Method) -> Result<Reply, ApiError> {
                     ));
                 }
                 create(&ctx).await
+            }
+            // The all-namespaces path of a namespaced resource serves only
+            // list and watch.
+            Method::DELETE if res.namespaced && ctx.path.namespace.is_none() => {
+                Err(method_not_allowed(method))
             }
             Method::DELETE => delete_collection(&ctx).await,
             _ => Err(method_not_allowed(method)),
@@ -148,10 +159,24 @@ pub async fn handle(ctx: Ctx<'_>, method: &Method) -> Result<Reply, ApiError> {
     }
 }
 
-fn method_not_allowed(m: &Method) -> ApiError {
-    ApiError::method_not_allowed(format!(
-        "the server does not allow this method on the requested resource: {m}"
-    ))
+/// The verb a request on a resource itself is authorized and served as.
+fn verb_of(method: &Method, named: bool, watch: bool) -> Option<&'static str> {
+    Some(match (method.as_str(), named) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => return None,
+    })
+}
+
+/// kube's 405 carries no Status; client-go then reports exactly this.
+fn method_not_allowed(_m: &Method) -> ApiError {
+    ApiError::method_not_allowed("the server does not allow this method on the requested resource")
 }
 
 /// Parses a request body (JSON, YAML when so labelled, or a Kubernetes
@@ -343,6 +368,11 @@ pub(crate) async fn admit_and_validate(
     );
     if res.builtin {
         causes.extend(crate::builtin::validate(res, obj)?);
+        if let Some(old) = old
+            && sub.is_none()
+        {
+            causes.extend(crate::builtin::validate_update(res, obj, old));
+        }
     }
     let attrs = Attributes {
         operation: op,
@@ -358,6 +388,10 @@ pub(crate) async fn admit_and_validate(
     for p in &plugins {
         p.mutate(&attrs, obj).await?;
     }
+    if res.builtin && !plugins.is_empty() {
+        // kube decodes (and so defaults) what mutating webhooks return.
+        crate::defaults::apply(&res.group, &res.kind, obj);
+    }
     if !causes.is_empty() {
         return Err(ApiError::invalid(&res.group, &res.kind, name, causes));
     }
@@ -367,17 +401,49 @@ pub(crate) async fn admit_and_validate(
     Ok(warnings)
 }
 
-/// Fails unless `ns` exists and is not terminating.
-async fn ensure_namespace_open(server: &Server, ns: &str) -> Result<(), ApiError> {
+/// kube's `NewForbidden`: `<resource> "<name>" is forbidden: <why>` (the
+/// name left out when empty), with the resource and name as details.
+pub(crate) fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> ApiError {
+    let resource = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
+    let message = if name.is_empty() {
+        format!("{resource} is forbidden: {why}")
+    } else {
+        format!("{resource} \"{name}\" is forbidden: {why}")
+    };
+    ApiError::forbidden(message).with_details(group, plural, name)
+}
+
+/// Fails unless `ns` exists and is not terminating: the NamespaceLifecycle
+/// admission check on creating `name` (empty for generateName) of `res`.
+async fn ensure_namespace_open(
+    server: &Server,
+    res: &Resource,
+    ns: &str,
+    name: &str,
+) -> Result<(), ApiError> {
     let key = format!("/registry/core/namespaces/{ns}");
     let (kv, _) = server.store.get(&key, None).await.map_err(store_err)?;
     let kv = kv.ok_or_else(|| ApiError::not_found("", "namespaces", ns))?;
     let v: Value = serde_json::from_slice(&kv.value).unwrap_or(Value::Null);
     if object::is_deleting(&v) {
-        return Err(ApiError::forbidden(format!(
-            "unable to create new content in namespace {ns} because it is being terminated"
-        ))
-        .with_details("", "namespaces", ns));
+        let mut e = forbidden(
+            &res.group,
+            &res.plural,
+            name,
+            &format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
+        );
+        e.causes.push(Cause::new(
+            "NamespaceTerminating",
+            "metadata.namespace",
+            format!("namespace {ns} is being terminated"),
+        ));
+        return Err(e);
     }
     Ok(())
 }
@@ -450,10 +516,14 @@ pub(crate) async fn create_object(
         }
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         m.insert("creationTimestamp".into(), json!(object::now_rfc3339()));
-        m.insert("generation".into(), json!(1));
+        if crate::builtin::has_generation(&res) {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
     }
     if let Some(ns) = &ns {
-        ensure_namespace_open(ctx.server, ns).await?;
+        ensure_namespace_open(ctx.server, &res, ns, object::name(&obj)).await?;
     }
     if res.status_subresource {
         let given = obj.as_object_mut().and_then(|m| m.remove("status"));
@@ -510,7 +580,21 @@ pub(crate) async fn create_object(
             return Err(too_large(stored.len()));
         }
         if dry_run {
-            return Ok(Reply::value(StatusCode::CREATED, &candidate).warnings(warnings));
+            // kube's dry run goes through the storage create (without
+            // writing), so a taken name is a 409 as in a real create.
+            let (taken, _) = ctx
+                .server
+                .store
+                .get(&ctx.key(&name), None)
+                .await
+                .map_err(store_err)?;
+            match taken {
+                Some(_) if generate && attempt < 8 => continue,
+                Some(_) => return Err(ApiError::already_exists(&res.group, &res.plural, &name)),
+                None => {
+                    return Ok(Reply::value(StatusCode::CREATED, &candidate).warnings(warnings));
+                }
+            }
         }
         match ctx.server.store.create(&ctx.key(&name), stored).await {
             Ok(kv) => {
@@ -618,10 +702,21 @@ pub fn merge_for_update(
         }
     }
     m.remove("selfLink");
-    if sub.is_none() || sub == Some("finalize") {
-        // Metadata-only changes never bump generation.
-        let changed = object::generation_relevant(old, res.status_subresource)
-            != object::generation_relevant(&new, res.status_subresource);
+    let has_generation = crate::builtin::has_generation(res);
+    if !has_generation {
+        // Also drops one stored by an older version of this server.
+        m.remove("generation");
+    }
+    if has_generation && (sub.is_none() || sub == Some("finalize")) {
+        // Metadata-only changes never bump generation (but an EndpointSlice's
+        // labels count, as in kube's strategy).
+        let labels_changed = res.builtin
+            && res.kind == "EndpointSlice"
+            && object::meta(old).and_then(|m| m.get("labels"))
+                != object::meta(&new).and_then(|m| m.get("labels"));
+        let changed = labels_changed
+            || object::generation_relevant(old, res.status_subresource)
+                != object::generation_relevant(&new, res.status_subresource);
         if changed {
             let g = old_meta
                 .get("generation")
@@ -943,8 +1038,21 @@ pub fn delete_options(body: &[u8], q: &Query) -> Result<DeleteOptions, ApiError>
     Ok(o)
 }
 
+/// Namespaces kube-apiserver's NamespaceLifecycle admission never lets go.
+const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
 async fn delete(ctx: &Ctx<'_>, name: &str) -> Result<Reply, ApiError> {
     let opts = delete_options(&ctx.body, ctx.query)?;
+    // An admission check, so it comes before existence and holds for dry
+    // runs too.
+    if ctx.res.builtin && ctx.res.kind == "Namespace" && IMMORTAL_NAMESPACES.contains(&name) {
+        return Err(forbidden(
+            "",
+            "namespaces",
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
     delete_one(ctx.server, &ctx.res, ctx.ns(), name, &opts).await
 }
 
@@ -1056,8 +1164,13 @@ pub async fn delete_one(
             };
             m.insert("deletionTimestamp".into(), json!(ts));
             m.insert("deletionGracePeriodSeconds".into(), json!(pod_grace));
-            let g = m.get("generation").and_then(Value::as_i64).unwrap_or(0);
-            m.insert("generation".into(), json!(g + 1));
+            // kube bumps generation on graceful deletion only where the
+            // kind has one.
+            if let Some(g) = m.get("generation").and_then(Value::as_i64)
+                && g > 0
+            {
+                m.insert("generation".into(), json!(g + 1));
+            }
             if namespace_lifecycle {
                 new["status"] = json!({"phase": "Terminating"});
                 if new.pointer("/spec/finalizers").is_none() {

@@ -18,6 +18,7 @@ pub mod auth;
 pub mod builtin;
 mod columns;
 pub mod crd;
+pub mod defaults;
 pub mod discovery;
 mod events;
 mod fieldmanager;

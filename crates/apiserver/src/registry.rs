@@ -61,7 +61,22 @@ pub struct Resource {
     pub builtin: bool,
     /// The UID of the defining CRD, for custom resources.
     pub crd_uid: Option<String>,
+    /// The verbs served on the resource itself (not its subresources), as
+    /// discovery lists them; the handlers refuse any other with a 405.
+    pub verbs: Vec<&'static str>,
 }
+
+/// Every verb a stored resource can have, in discovery's order.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 impl Resource {
     pub fn api_version(&self) -> String {
@@ -70,6 +85,11 @@ impl Resource {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// Whether `verb` is served on the resource itself.
+    pub fn allows(&self, verb: &str) -> bool {
+        self.verbs.contains(&verb)
     }
 
     /// Store key prefix of every object of this resource.

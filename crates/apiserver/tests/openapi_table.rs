@@ -306,7 +306,7 @@ async fn openapi_hash_follows_crds() {
 }
 
 #[tokio::test]
-async fn openapi_v2_is_json_only() {
+async fn openapi_v2_in_json_and_protobuf() {
     let t = start().await;
     let h = Http::new(&t.url);
     let r = h.get("/openapi/v2", "application/json").await;
@@ -319,12 +319,22 @@ async fn openapi_v2_is_json_only() {
     );
     let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
     assert_eq!(patch["x-kubernetes-action"], "patch");
+    // client-go asks for gnostic protobuf only (kubectl's client-side
+    // validation needs it): a Document whose field 1 is `swagger`.
     let r = h
         .get(
             "/openapi/v2",
             "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
         )
         .await;
+    assert_eq!(r.code, 200);
+    assert_eq!(
+        r.headers["content-type"],
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    assert!(r.body.starts_with(b"\x0a\x032.0"), "{:?}", &r.body[..8]);
+    // Other media types are still refused.
+    let r = h.get("/openapi/v2", "application/xml").await;
     assert_eq!(r.code, 406);
     assert_eq!(r.json()["reason"], "NotAcceptable");
 }

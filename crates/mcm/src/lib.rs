@@ -10,12 +10,16 @@
 //! - [`deletion`]: the order in which a machine set deletes machines.
 //! - [`health`]: node health verdicts and machine phase transitions.
 //! - [`drain`]: which pods a drain evicts, in what order, and when it forces.
+//! - [`machine`]: the machine controller's decisions — bootstrap tokens,
+//!   create errors, health statuses, node template sync, the deletion state
+//!   machine and drain rounds.
 
 pub mod controllers;
 pub mod deletion;
 pub mod drain;
 pub mod hash;
 pub mod health;
+pub mod machine;
 pub mod machinedeployment;
 pub mod machineset;
 pub mod rollout;

@@ -1,24 +1,92 @@
 //! Wiring: shared caches and the controllers, run until shutdown.
 
+use std::fmt::Debug;
 use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
 
-use api::{Machine, MachineDeployment, MachineSet};
-use futures::StreamExt;
+use api::{Machine, MachineClass, MachineDeployment, MachineSet};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::runtime::reflector::{self, ReflectHandle};
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 
-use crate::controllers::{self, Config, Context};
+use crate::controllers::{self, Config, Context, MachineDeps};
 
-/// Events a slow controller may fall behind its cache before the watch waits.
-const SUBSCRIBER_BUFFER: usize = 4096;
+/// Machines reconciled at once (upstream's machine controller default of
+/// `--concurrent-syncs`); bounds the load on the API servers and the
+/// provider when thousands of machines change together.
+const MACHINE_WORKERS: u16 = 50;
+
+/// One watch of a kind that fills a cache and hands every changed or
+/// deleted object to `triggers` controllers, each only after the cache
+/// shows it, so a controller never reconciles from a cache older than its
+/// trigger.
+///
+/// This replaces kube-runtime's `reflect_shared`/`subscribe`: in kube 4.2 a
+/// `ReflectHandle` whose next object has already left the store returns
+/// `Pending` without arranging to be woken, so the trigger stream stalls
+/// until some other stream of the same controller happens to wake it (a
+/// machine removed right after its last update was enough to stop the
+/// machine controller hearing of any machine). It also never passes on
+/// deletions, which the machine controller needs for deleted Nodes.
+/// Channels are unbounded: a controller's queue takes triggers as they
+/// come and deduplicates them, so they never pile up for long.
+async fn shared_watch<K>(
+    api: Api<K>,
+    triggers: usize,
+) -> anyhow::Result<(
+    Store<K>,
+    Vec<impl Stream<Item = Result<K, watcher::Error>> + Send + 'static>,
+)>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store::<K>();
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..triggers)
+        .map(|_| mpsc::unbounded_channel::<K>())
+        .unzip();
+    let pump = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects()
+        .for_each(move |obj| {
+            // Watch errors are retried by the backoff; nothing to trigger.
+            if let Ok(obj) = obj {
+                for tx in &senders {
+                    let _ = tx.send(obj.clone());
+                }
+            }
+            futures::future::ready(())
+        });
+    tokio::spawn(pump);
+    store.wait_until_ready().await?;
+    let streams = receivers
+        .into_iter()
+        .map(|rx| {
+            futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|obj| (Ok(obj), rx))
+            })
+        })
+        .collect();
+    Ok((store, streams))
+}
 
 /// Runs the machine set and machine deployment controllers against the
-/// control cluster until `shutdown` resolves.
+/// control cluster, and — given a driver — the machine controller against
+/// the control and target clusters, until `shutdown` resolves. Without a
+/// driver no machine is ever created or deleted for real; tests use that to
+/// stand in for the machine controller.
 pub async fn run(
     control: kube::Client,
     target: kube::Client,
     config: Config,
+    driver: Option<Arc<dyn driver::Driver>>,
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
 ) -> anyhow::Result<()> {
     let ns = config.namespace.clone();
@@ -26,33 +94,43 @@ pub async fn run(
     let sets: Api<MachineSet> = Api::namespaced(control.clone(), &ns);
     let mds: Api<MachineDeployment> = Api::namespaced(control.clone(), &ns);
 
-    // One watch per kind fills a shared cache and, after each update, fans
-    // the object out to the controllers that own it: a controller is never
-    // triggered by a change its cache does not show yet.
-    let (machine_store, machine_writer) = reflector::store_shared::<Machine>(SUBSCRIBER_BUFFER);
-    let (set_store, set_writer) = reflector::store_shared::<MachineSet>(SUBSCRIBER_BUFFER);
-    let machine_events: ReflectHandle<Machine> = machine_writer
-        .subscribe()
-        .expect("a shared store has subscribers");
-    let set_events: ReflectHandle<MachineSet> = set_writer
-        .subscribe()
-        .expect("a shared store has subscribers");
-    let machine_cache = watcher(machines.clone(), watcher::Config::default())
-        .default_backoff()
-        .reflect_shared(machine_writer)
-        .for_each(|_| futures::future::ready(()));
-    let set_cache = watcher(sets.clone(), watcher::Config::default())
-        .default_backoff()
-        .reflect_shared(set_writer)
-        .for_each(|_| futures::future::ready(()));
-    tokio::spawn(machine_cache);
-    tokio::spawn(set_cache);
-    machine_store.wait_until_ready().await?;
-    set_store.wait_until_ready().await?;
+    let machine_triggers = if driver.is_some() { 2 } else { 1 };
+    let (machine_store, mut machine_events) = shared_watch(machines, machine_triggers).await?;
+    let (set_store, mut set_events) = shared_watch(sets.clone(), 1).await?;
+    let ms_machine_events = machine_events.remove(0);
+    let mc_machine_events = machine_events.pop();
 
-    let ctx = Context::new(control, target, machine_store, set_store, config);
-    let ms_ctrl = Controller::new(sets.clone(), watcher::Config::default())
-        .owns_shared_stream(machine_events)
+    // The machine controller's node cache: every Node of the target
+    // cluster, whose changes also trigger the machine they belong to.
+    let (machine_deps, node_events) = match driver {
+        Some(driver) => {
+            let (node_store, mut node_events) =
+                shared_watch(Api::<Node>::all(target.clone()), 1).await?;
+            let recorder = Recorder::new(
+                control.clone(),
+                Reporter {
+                    controller: controllers::machine::REPORTER.into(),
+                    instance: None,
+                },
+            );
+            (
+                Some(MachineDeps::new(driver, node_store, recorder)),
+                node_events.pop(),
+            )
+        }
+        None => (None, None),
+    };
+
+    let ctx = Context::new(
+        control.clone(),
+        target,
+        machine_store.clone(),
+        set_store,
+        config,
+        machine_deps,
+    );
+    let ms_ctrl = Controller::new(sets, watcher::Config::default())
+        .owns_stream(ms_machine_events)
         .graceful_shutdown_on(shutdown.clone())
         .run(
             controllers::machineset::reconcile,
@@ -61,14 +139,37 @@ pub async fn run(
         )
         .for_each(|_| futures::future::ready(()));
     let md_ctrl = Controller::new(mds, watcher::Config::default())
-        .owns_shared_stream(set_events)
-        .graceful_shutdown_on(shutdown)
+        .owns_stream(set_events.remove(0))
+        .graceful_shutdown_on(shutdown.clone())
         .run(
             controllers::machinedeployment::reconcile,
             controllers::machinedeployment::error_policy,
-            ctx,
+            ctx.clone(),
         )
         .for_each(|_| futures::future::ready(()));
-    futures::join!(ms_ctrl, md_ctrl);
+    let mc_ctrl = async move {
+        let (Some(machine_events), Some(node_events)) = (mc_machine_events, node_events) else {
+            return;
+        };
+        let (node_ctx, class_ctx) = (ctx.clone(), ctx.clone());
+        let classes: Api<MachineClass> = Api::namespaced(control, &ns);
+        Controller::for_stream(machine_events, machine_store)
+            .watches_stream(node_events, move |node: Node| {
+                controllers::machine::machines_for_node(&node_ctx, &node)
+            })
+            .watches(classes, watcher::Config::default(), move |class| {
+                controllers::machine::machines_for_class(&class_ctx, &class)
+            })
+            .with_config(controller::Config::default().concurrency(MACHINE_WORKERS))
+            .graceful_shutdown_on(shutdown)
+            .run(
+                controllers::machine::reconcile,
+                controllers::machine::error_policy,
+                ctx,
+            )
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    };
+    futures::join!(ms_ctrl, md_ctrl, mc_ctrl);
     Ok(())
 }

@@ -151,9 +151,9 @@ async fn rolling_update_keeps_capacity_and_surge() {
         ..Default::default()
     };
     let c = client.clone();
-    tokio::spawn(
-        async move { mcm::run::run(c.clone(), c, config, std::future::pending::<()>()).await },
-    );
+    tokio::spawn(async move {
+        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
+    });
 
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
@@ -259,9 +259,9 @@ async fn recreate_pause_and_failed_replacement() {
         ..Default::default()
     };
     let c = client.clone();
-    tokio::spawn(
-        async move { mcm::run::run(c.clone(), c, config, std::future::pending::<()>()).await },
-    );
+    tokio::spawn(async move {
+        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
+    });
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
     mds.create(

@@ -245,7 +245,11 @@ fn typed_kubectl_commands_send_protobuf_and_work() {
     );
     let c = &obj["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["image"], "nginx:1.25");
-    assert_eq!(c["ports"], json!([{"containerPort": 80}]));
+    // kube defaults the port protocol.
+    assert_eq!(
+        c["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
     assert_eq!(
         obj["spec"]["template"]["metadata"]["labels"],
         json!({"app": "web"})

@@ -15,6 +15,7 @@
 //! `fieldValidation` on built-in kinds ([`prune_unknown`]).
 
 mod paths;
+mod proto_v2;
 mod schemas;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -151,6 +152,8 @@ struct Rendered {
     root: Bytes,
     docs: BTreeMap<String, Arc<GvDoc>>,
     v2: OnceLock<Bytes>,
+    /// The same document as gnostic protobuf.
+    v2_pb: OnceLock<Bytes>,
 }
 
 /// Rendered documents of one registry, rebuilt when its generation moves.
@@ -218,6 +221,7 @@ fn rendered(server: &Server) -> Arc<Rendered> {
         root: to_bytes(&json!({ "paths": paths })),
         docs,
         v2: OnceLock::new(),
+        v2_pb: OnceLock::new(),
     });
     *state = Some(r.clone());
     r
@@ -232,6 +236,32 @@ fn accepts_json(accept: &str) -> bool {
         })
 }
 
+/// The protobuf media types of `/openapi/v2`: client-go asks for the
+/// first, kube-openapi also takes the second.
+const V2_PROTOBUF: &[&str] = &[
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// The content type of a protobuf `/openapi/v2` answer, whichever spelling
+/// was asked for: `@` is not a token character, and client-go's
+/// `mime.ParseMediaType` of the response would fail on it.
+const V2_PROTOBUF_RESPONSE: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// Whether `accept` asks for protobuf before any JSON type.
+fn wants_v2_protobuf(accept: &str) -> bool {
+    for part in accept.split(',') {
+        let mt = part.split(';').next().unwrap_or("").trim();
+        if V2_PROTOBUF.contains(&mt) {
+            return true;
+        }
+        if accepts_json(mt) {
+            return false;
+        }
+    }
+    false
+}
+
 /// Serves `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<gv>`.
 pub fn serve(server: &Server, path: &str, accept: &str) -> Result<Reply, ApiError> {
     let not_found = || {
@@ -242,9 +272,21 @@ pub fn serve(server: &Server, path: &str, accept: &str) -> Result<Reply, ApiErro
         )
     };
     let path = path.trim_end_matches('/');
+    if path == "/openapi/v2" && wants_v2_protobuf(accept) {
+        let r = rendered(server);
+        let bytes = r
+            .v2_pb
+            .get_or_init(|| {
+                let json =
+                    r.v2.get_or_init(|| to_bytes(&render_v2(&server.registry.all())));
+                let doc: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
+                Bytes::from(proto_v2::encode(&doc))
+            })
+            .clone();
+        return Ok(Reply::json(StatusCode::OK, bytes).content_type(V2_PROTOBUF_RESPONSE));
+    }
     if !accepts_json(accept) {
-        // Only JSON is served; client-go then tries its fallbacks (for v2:
-        // protobuf clients treat 406 like a missing document).
+        // Only JSON is served (and protobuf for v2, above).
         return Err(ApiError::new(
             406,
             "NotAcceptable",

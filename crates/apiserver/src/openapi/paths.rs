@@ -315,6 +315,10 @@ pub(super) fn operations(res: &Resource) -> Vec<PathItem> {
             ],
         },
     ];
+    // Only the verbs the resource serves (namespaces: no deletecollection).
+    if !res.allows("deletecollection") {
+        out[0].ops.retain(|o| o.action != "deletecollection");
+    }
     if res.status_subresource {
         out.push(PathItem {
             path: format!("{item}/status"),

@@ -15,7 +15,7 @@
 
 mod decode;
 pub(crate) mod schema;
-mod wire;
+pub(crate) mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -1,13 +1,18 @@
 //! What every controller shares: API clients, the machine cache, settings,
-//! and the record of writes not yet visible in the caches (expectations).
+//! and the record of writes not yet visible in the caches (expectations);
+//! plus what only the machine controller needs ([`MachineDeps`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::{Machine, MachineSet};
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use parking_lot::Mutex;
+
+use crate::machine::{EvictRecord, Settings};
 
 /// Settings of the controllers (upstream's flags).
 #[derive(Clone, Debug)]
@@ -20,6 +25,8 @@ pub struct Config {
     /// How many machines of one deployment may be failed for health at once
     /// (upstream: always 1).
     pub max_health_replacements: u32,
+    /// The machine controller's flags; machines override them in their spec.
+    pub machine: Settings,
 }
 
 impl Default for Config {
@@ -29,6 +36,7 @@ impl Default for Config {
             safety_up: 2,
             safety_down: 1,
             max_health_replacements: 1,
+            machine: Settings::default(),
         }
     }
 }
@@ -109,6 +117,47 @@ impl Expectations {
     }
 }
 
+/// What the machine controller needs beyond the shared context. Absent
+/// when the controllers run without a driver (the machine set and
+/// deployment tests stand in for the machine controller themselves).
+pub struct MachineDeps {
+    /// The provider, linked in-process as upstream does.
+    pub driver: Arc<dyn driver::Driver>,
+    /// The target cluster's Nodes, filled by the watch that also triggers
+    /// the machine controller.
+    pub nodes: Store<Node>,
+    /// Events on machines (reporter `machine-controller`).
+    pub recorder: Recorder,
+    /// Per deleting machine (by UID), what its drain remembers per pod
+    /// (by UID) between rounds.
+    pub drains: Mutex<HashMap<String, HashMap<String, EvictRecord>>>,
+    /// One lock per deployment (value of the machines' `name` label): the
+    /// meltdown check and the `Failed` write it allows happen under it, so
+    /// two machines of a deployment are never failed on the same count.
+    pub health_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl MachineDeps {
+    pub fn new(driver: Arc<dyn driver::Driver>, nodes: Store<Node>, recorder: Recorder) -> Self {
+        MachineDeps {
+            driver,
+            nodes,
+            recorder,
+            drains: Mutex::new(HashMap::new()),
+            health_locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The meltdown lock of one deployment.
+    pub fn health_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.health_locks
+            .lock()
+            .entry(key.to_string())
+            .or_default()
+            .clone()
+    }
+}
+
 pub struct Context {
     /// The control cluster: machines, sets, deployments, classes.
     pub control: kube::Client,
@@ -118,6 +167,8 @@ pub struct Context {
     pub sets: Store<MachineSet>,
     pub config: Config,
     pub expectations: Expectations,
+    /// Set when the machine controller runs.
+    pub machine: Option<MachineDeps>,
 }
 
 impl Context {
@@ -127,6 +178,7 @@ impl Context {
         machines: Store<Machine>,
         sets: Store<MachineSet>,
         config: Config,
+        machine: Option<MachineDeps>,
     ) -> Arc<Context> {
         Arc::new(Context {
             control,
@@ -135,6 +187,7 @@ impl Context {
             sets,
             config,
             expectations: Expectations::default(),
+            machine,
         })
     }
 

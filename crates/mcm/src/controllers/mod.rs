@@ -2,7 +2,8 @@
 //! call the pure planners, and apply the plans through the API.
 
 pub mod context;
+pub mod machine;
 pub mod machinedeployment;
 pub mod machineset;
 
-pub use context::{Config, Context, Error};
+pub use context::{Config, Context, Error, MachineDeps};
