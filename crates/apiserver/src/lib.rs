@@ -27,6 +27,7 @@ pub mod gc;
 pub mod handlers;
 mod jsonpath;
 mod list;
+pub mod metrics;
 mod namespace;
 pub mod object;
 pub mod openapi;

@@ -173,6 +173,8 @@ pub struct Server {
     webhooks: std::sync::OnceLock<Arc<dyn AdmissionPlugin>>,
     auth: Option<crate::auth::Auth>,
     audit: Option<crate::audit::AuditLog>,
+    /// Requests served per verb and resource (`/metrics`).
+    pub requests: crate::metrics::RequestCounts,
 }
 
 /// Namespaces that exist from the first start.
@@ -203,6 +205,7 @@ impl Server {
             webhooks: std::sync::OnceLock::new(),
             auth,
             audit,
+            requests: Default::default(),
         });
         crate::crd::load_all(&server).await?;
         for ns in SYSTEM_NAMESPACES {
@@ -328,6 +331,11 @@ async fn handle_request(State(server): State<Arc<Server>>, req: Request<Body>) -
                 return Ok(Reply::json(StatusCode::OK, Bytes::from_static(b"ok")));
             }
             "/version" | "/version/" => return Ok(Reply::value(StatusCode::OK, &version())),
+            "/metrics" => {
+                let text = Bytes::from(server.requests.render());
+                return Ok(Reply::json(StatusCode::OK, text)
+                    .content_type("text/plain; version=0.0.4; charset=utf-8"));
+            }
             p if p.starts_with("/openapi/v2") || p.starts_with("/openapi/v3") => {
                 if method != Method::GET {
                     return Err(ApiError::method_not_allowed(
@@ -365,6 +373,8 @@ async fn handle_request(State(server): State<Arc<Server>>, req: Request<Body>) -
             .unwrap_or("");
         match target {
             Target::Resource(p) => {
+                let verb = crate::metrics::verb(&method, &p, &path, &query);
+                server.requests.record_resource(verb, &p);
                 let res = server
                     .registry
                     .get(&p.group, &p.version, &p.resource)

@@ -13,15 +13,22 @@
 //! - [`machine`]: the machine controller's decisions — bootstrap tokens,
 //!   create errors, health statuses, node template sync, the deletion state
 //!   machine and drain rounds.
+//! - [`safety`]: the safety controller's decisions — orphan VMs and nodes,
+//!   overshooting freezes, API-server outages.
+//! - [`run`]: the controllers wired to shared caches; [`leader`]: Lease
+//!   leader election; [`metrics`]: Prometheus metrics and readiness.
 
 pub mod controllers;
 pub mod deletion;
 pub mod drain;
 pub mod hash;
 pub mod health;
+pub mod leader;
 pub mod machine;
 pub mod machinedeployment;
 pub mod machineset;
+pub mod metrics;
 pub mod rollout;
 pub mod run;
+pub mod safety;
 pub mod time;

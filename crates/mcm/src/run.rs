@@ -17,11 +17,6 @@ use tokio::sync::mpsc;
 
 use crate::controllers::{self, Config, Context, MachineDeps};
 
-/// Machines reconciled at once (upstream's machine controller default of
-/// `--concurrent-syncs`); bounds the load on the API servers and the
-/// provider when thousands of machines change together.
-const MACHINE_WORKERS: u16 = 50;
-
 /// One watch of a kind that fills a cache and hands every changed or
 /// deleted object to `triggers` controllers, each only after the cache
 /// shows it, so a controller never reconciles from a cache older than its
@@ -51,6 +46,17 @@ where
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..triggers)
         .map(|_| mpsc::unbounded_channel::<K>())
         .unzip();
+    // Once every controller fed by this watch has stopped (its trigger
+    // stream dropped), the watch stops too and closes its connection, so
+    // an embedded API server can shut down without waiting on it.
+    let all_closed = {
+        let senders = senders.clone();
+        async move {
+            for tx in &senders {
+                tx.closed().await;
+            }
+        }
+    };
     let pump = watcher(api, watcher::Config::default())
         .default_backoff()
         .reflect(writer)
@@ -64,7 +70,12 @@ where
             }
             futures::future::ready(())
         });
-    tokio::spawn(pump);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = pump => {}
+            _ = all_closed => {}
+        }
+    });
     store.wait_until_ready().await?;
     let streams = receivers
         .into_iter()
@@ -90,14 +101,25 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
 ) -> anyhow::Result<()> {
     let ns = config.namespace.clone();
+    let metrics = config.metrics.clone();
+    // Worker limits bound the load on the API servers and the provider
+    // when thousands of objects change together.
+    let workers = controller::Config::default().concurrency(config.concurrent_syncs);
+    let machine_workers =
+        controller::Config::default().concurrency(config.machine_concurrent_syncs);
+    let driver = driver.map(|d| crate::metrics::MeteredDriver::wrap(d, metrics.clone()));
     let machines: Api<Machine> = Api::namespaced(control.clone(), &ns);
     let sets: Api<MachineSet> = Api::namespaced(control.clone(), &ns);
     let mds: Api<MachineDeployment> = Api::namespaced(control.clone(), &ns);
 
-    let machine_triggers = if driver.is_some() { 2 } else { 1 };
+    // Machine events trigger the machine set controller, the safety
+    // controller and, with a driver, the machine controller.
+    let machine_triggers = if driver.is_some() { 3 } else { 2 };
     let (machine_store, mut machine_events) = shared_watch(machines, machine_triggers).await?;
     let (set_store, mut set_events) = shared_watch(sets.clone(), 1).await?;
+    metrics.observe_machines(machine_store.clone());
     let ms_machine_events = machine_events.remove(0);
+    let safety_machine_events = machine_events.remove(0);
     let mc_machine_events = machine_events.pop();
 
     // The machine controller's node cache: every Node of the target
@@ -131,22 +153,29 @@ pub async fn run(
     );
     let ms_ctrl = Controller::new(sets, watcher::Config::default())
         .owns_stream(ms_machine_events)
+        .with_config(workers.clone())
         .graceful_shutdown_on(shutdown.clone())
         .run(
-            controllers::machineset::reconcile,
+            metrics.timed("machineset", controllers::machineset::reconcile),
             controllers::machineset::error_policy,
             ctx.clone(),
         )
         .for_each(|_| futures::future::ready(()));
     let md_ctrl = Controller::new(mds, watcher::Config::default())
         .owns_stream(set_events.remove(0))
+        .with_config(workers)
         .graceful_shutdown_on(shutdown.clone())
         .run(
-            controllers::machinedeployment::reconcile,
+            metrics.timed(
+                "machinedeployment",
+                controllers::machinedeployment::reconcile,
+            ),
             controllers::machinedeployment::error_policy,
             ctx.clone(),
         )
         .for_each(|_| futures::future::ready(()));
+    let safety = controllers::safety::run(ctx.clone(), safety_machine_events, shutdown.clone());
+    let mc_metrics = metrics.clone();
     let mc_ctrl = async move {
         let (Some(machine_events), Some(node_events)) = (mc_machine_events, node_events) else {
             return;
@@ -160,16 +189,20 @@ pub async fn run(
             .watches(classes, watcher::Config::default(), move |class| {
                 controllers::machine::machines_for_class(&class_ctx, &class)
             })
-            .with_config(controller::Config::default().concurrency(MACHINE_WORKERS))
+            .with_config(machine_workers)
+            .reconcile_all_on(ctx.safety.machine_requeues())
             .graceful_shutdown_on(shutdown)
             .run(
-                controllers::machine::reconcile,
+                mc_metrics.timed("machine", controllers::machine::reconcile),
                 controllers::machine::error_policy,
                 ctx,
             )
             .for_each(|_| futures::future::ready(()))
             .await;
     };
-    futures::join!(ms_ctrl, md_ctrl, mc_ctrl);
+    // Every cache is synced by now (`shared_watch` waits for it).
+    metrics.set_ready(true);
+    futures::join!(ms_ctrl, md_ctrl, mc_ctrl, safety);
+    metrics.set_ready(false);
     Ok(())
 }

@@ -1,5 +1,8 @@
 //! `trellis bench …`: benchmarks as commands, printing Markdown rows for
-//! BENCHMARKS.md. They start a real server on loopback and talk HTTP to it.
+//! BENCHMARKS.md. They start a real server on loopback and talk HTTP to it;
+//! `bench mcm` ([`mcm`]) also runs the controllers as a child process.
+
+mod mcm;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +27,23 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10_000)]
         list_objects: usize,
         /// Use the in-memory store instead of the durable file store.
+        #[arg(long)]
+        in_memory: bool,
+    },
+    /// The machine controllers: one MachineDeployment from zero to all
+    /// Running, then a rolling update (server and controller-manager run as
+    /// child processes).
+    Mcm {
+        /// Machines of the deployment.
+        #[arg(long, default_value_t = 1000)]
+        machines: usize,
+        /// maxSurge of the rolling update (a count or a percentage).
+        #[arg(long, default_value = "10%")]
+        max_surge: String,
+        /// maxUnavailable of the rolling update.
+        #[arg(long, default_value = "0")]
+        max_unavailable: String,
+        /// Run the server on the in-memory store instead of the durable one.
         #[arg(long)]
         in_memory: bool,
     },
@@ -425,6 +445,12 @@ async fn memory_bench(objects: usize, size: usize) -> anyhow::Result<()> {
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Memory { objects, size } => memory_bench(objects, size).await,
+        BenchCommand::Mcm {
+            machines,
+            max_surge,
+            max_unavailable,
+            in_memory,
+        } => mcm::run(machines, max_surge, max_unavailable, in_memory).await,
         BenchCommand::Apiserver {
             objects,
             list_objects,

@@ -1,8 +1,9 @@
-//! The `trellis` command: the embedded API server, benchmarks, and (as the
-//! other parts land) the controllers and the one-command experience.
+//! The `trellis` command: the embedded API server, the controllers, both
+//! in one process (`up`), and benchmarks.
 
 mod admission_webhook;
 mod bench;
+mod controller_manager;
 mod kubeconfig;
 mod logging;
 mod machine_admission;
@@ -13,6 +14,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use futures::FutureExt;
+use futures::future::BoxFuture;
 
 #[derive(Parser)]
 #[command(
@@ -34,10 +37,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run trellis on this machine: the embedded API server on a durable
-    /// store in the per-user data directory (controllers join as they land).
-    Up(ServerArgs),
+    /// store in the per-user data directory, and every controller with the
+    /// local provider, in one process.
+    Up(UpArgs),
     /// Run the embedded Kubernetes-compatible API server alone.
     Server(ServerArgs),
+    /// Run every controller with the local provider against an API server
+    /// (the control and target clusters may be the same).
+    // Boxed: its many flags would make every variant as large.
+    ControllerManager(Box<controller_manager::Args>),
     /// Print every CRD manifest trellis serves, for installing on a real cluster.
     Crds,
     /// Serve the machine.sapcloud.io admission (defaulting and validation)
@@ -79,6 +87,15 @@ struct ServerArgs {
     audit_log: Option<PathBuf>,
 }
 
+#[derive(clap::Args)]
+struct UpArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Also serve the controllers' /metrics, /healthz and /readyz here.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<SocketAddr>,
+}
+
 /// The per-user default data directory: `$XDG_DATA_HOME/trellis` or
 /// `~/.local/share/trellis`.
 pub fn default_data_dir() -> PathBuf {
@@ -107,7 +124,8 @@ pub fn open_store(
     Ok(Arc::new(s))
 }
 
-async fn shutdown_signal() {
+/// Resolves on the first SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -122,7 +140,104 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
+/// A started API server: its URL, the admin kubeconfig written for it, and
+/// the future that serves until its shutdown signal.
+struct StartedServer {
+    url: String,
+    kubeconfig: PathBuf,
+    serve: BoxFuture<'static, std::io::Result<()>>,
+}
+
+impl StartedServer {
+    fn print_usage(&self, what: &str) {
+        tracing::info!(url = %self.url, kubeconfig = %self.kubeconfig.display(), "{what} listening");
+        println!("trellis {what} listening on {}", self.url);
+        println!("  export KUBECONFIG={}", self.kubeconfig.display());
+        println!("  kubectl get namespaces");
+    }
+}
+
 async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+    let started = start_server(args, shutdown_signal()).await?;
+    started.print_usage("API server");
+    started.serve.await?;
+    tracing::info!("API server stopped");
+    Ok(())
+}
+
+/// How long `up` waits, after the controllers stopped, for the API server's
+/// connections to close. Every acknowledged write is already durable, so
+/// giving up on a slow client loses nothing.
+const SERVER_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `trellis up`: the API server and, against it through the admin
+/// kubeconfig it just wrote, every controller with the local provider. On
+/// a signal the controllers stop first, then the server, so no controller
+/// sees its API vanish mid-reconcile.
+async fn run_up(args: UpArgs) -> anyhow::Result<()> {
+    let (server_stop, server_shutdown) = controller_manager::shutdown_pair();
+    let started = start_server(args.server, server_shutdown).await?;
+    let mut serving = tokio::spawn(started.serve);
+    let client = controller_manager::client_from(&started.kubeconfig).await?;
+    let metrics = Arc::new(mcm::metrics::Metrics::new());
+    if let Some(addr) = args.metrics_listen {
+        let addr = controller_manager::serve_telemetry(addr, metrics.clone()).await?;
+        tracing::info!(%addr, "serving the controllers' /metrics, /healthz and /readyz");
+    }
+    // `up` is the only process of its data directory, so no leader
+    // election: it would only delay every restart by a lease duration.
+    let config = mcm::controllers::Config {
+        metrics,
+        ..mcm::controllers::Config::default()
+    };
+    let (controllers_stop, controllers_shutdown) = controller_manager::shutdown_pair();
+    let mut controllers = tokio::spawn(controller_manager::run_controllers(
+        client.clone(),
+        client,
+        config,
+        "trellis".to_string(),
+        controllers_shutdown,
+    ));
+    println!(
+        "trellis is up: API server on {} with every controller",
+        started.url
+    );
+    println!("  export KUBECONFIG={}", started.kubeconfig.display());
+    println!("  kubectl get machinedeployments,machinesets,machines,nodes");
+    tokio::select! {
+        finished = &mut controllers => {
+            finished.context("the controllers panicked")??;
+            anyhow::bail!("the controllers stopped unexpectedly");
+        }
+        served = &mut serving => {
+            served.context("the API server panicked")??;
+            anyhow::bail!("the API server stopped unexpectedly");
+        }
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    let _ = controllers_stop.send(());
+    if tokio::time::timeout(SERVER_SHUTDOWN_GRACE, &mut controllers)
+        .await
+        .is_err()
+    {
+        controllers.abort();
+        tracing::warn!("in-flight reconciles did not finish in time");
+    }
+    let _ = server_stop.send(());
+    match tokio::time::timeout(SERVER_SHUTDOWN_GRACE, &mut serving).await {
+        Ok(served) => served.context("the API server panicked")??,
+        Err(_) => tracing::debug!("closing the API server's remaining connections"),
+    }
+    tracing::info!("trellis stopped");
+    Ok(())
+}
+
+/// Opens the store, starts the API server with its admission and writes the
+/// admin kubeconfig; the returned future serves until `shutdown`.
+async fn start_server(
+    args: ServerArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<StartedServer> {
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
@@ -174,20 +289,18 @@ async fn run_server(args: ServerArgs) -> anyhow::Result<()> {
             url
         }
     };
-    tracing::info!(%url, kubeconfig = %kc.display(), "API server listening");
-    println!("trellis API server listening on {url}");
-    println!("  export KUBECONFIG={}", kc.display());
-    println!("  kubectl get namespaces");
-    match pki {
-        Some(pki) => {
-            server
-                .serve_tls(listener, pki.tls_config(), shutdown_signal())
-                .await?
+    let serve = async move {
+        match pki {
+            Some(pki) => server.serve_tls(listener, pki.tls_config(), shutdown).await,
+            None => server.serve(listener, shutdown).await,
         }
-        None => server.serve(listener, shutdown_signal()).await?,
     }
-    tracing::info!("API server stopped");
-    Ok(())
+    .boxed();
+    Ok(StartedServer {
+        url,
+        kubeconfig: kc,
+        serve,
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -198,7 +311,9 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Up(args) | Command::Server(args) => run_server(args).await,
+            Command::Up(args) => run_up(args).await,
+            Command::Server(args) => run_server(args).await,
+            Command::ControllerManager(args) => controller_manager::run(*args).await,
             Command::Bench { what } => bench::run(what).await,
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
             Command::Crds => {

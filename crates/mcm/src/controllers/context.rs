@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use api::{Machine, MachineSet};
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::events::Recorder;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use parking_lot::Mutex;
 
 use crate::machine::{EvictRecord, Settings};
+use crate::metrics::Metrics;
 
 /// Settings of the controllers (upstream's flags).
 #[derive(Clone, Debug)]
@@ -27,6 +28,26 @@ pub struct Config {
     pub max_health_replacements: u32,
     /// The machine controller's flags; machines override them in their spec.
     pub machine: Settings,
+    /// `--machine-safety-orphan-vms-period`: how often VMs without machines
+    /// are looked for.
+    pub machine_safety_orphan_vms_period: Duration,
+    /// `--machine-safety-overshooting-period`: how often machine sets are
+    /// checked for owning too many machines.
+    pub machine_safety_overshooting_period: Duration,
+    /// `--machine-safety-apiserver-statuscheck-period`: how often the API
+    /// servers are probed.
+    pub machine_safety_apiserver_statuscheck_period: Duration,
+    /// `--machine-safety-apiserver-statuscheck-timeout`: how long the API
+    /// servers may be unreachable before the machine controller freezes.
+    pub machine_safety_apiserver_statuscheck_timeout: Duration,
+    /// Machine sets and deployments reconciled at once (upstream MCM's
+    /// `--concurrent-syncs`).
+    pub concurrent_syncs: u16,
+    /// Machines reconciled at once (the machine controller's
+    /// `--concurrent-syncs`).
+    pub machine_concurrent_syncs: u16,
+    /// Where the controllers record their metrics and readiness.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for Config {
@@ -37,6 +58,13 @@ impl Default for Config {
             safety_down: 1,
             max_health_replacements: 1,
             machine: Settings::default(),
+            machine_safety_orphan_vms_period: Duration::from_secs(15 * 60),
+            machine_safety_overshooting_period: Duration::from_secs(60),
+            machine_safety_apiserver_statuscheck_period: Duration::from_secs(60),
+            machine_safety_apiserver_statuscheck_timeout: Duration::from_secs(30),
+            concurrent_syncs: 10,
+            machine_concurrent_syncs: 50,
+            metrics: Arc::default(),
         }
     }
 }
@@ -53,6 +81,8 @@ pub enum Error {
     ScaleFailed { set: String, message: String },
     #[error("serialising {0} failed")]
     Encode(String),
+    #[error("freezing or unfreezing {0} failed: its Frozen condition kept conflicting")]
+    FreezeConflict(String),
 }
 
 impl Error {
@@ -158,6 +188,10 @@ impl MachineDeps {
     }
 }
 
+/// The event reporter of the machine set and deployment controllers
+/// (upstream's process name).
+pub const REPORTER: &str = "machine-controller-manager";
+
 pub struct Context {
     /// The control cluster: machines, sets, deployments, classes.
     pub control: kube::Client,
@@ -167,8 +201,14 @@ pub struct Context {
     pub sets: Store<MachineSet>,
     pub config: Config,
     pub expectations: Expectations,
+    /// Events on machine sets and deployments (reporter
+    /// `machine-controller-manager`).
+    pub recorder: Recorder,
     /// Set when the machine controller runs.
     pub machine: Option<MachineDeps>,
+    /// API-server reachability and the machine controller's freeze, kept
+    /// by the safety controller.
+    pub safety: super::safety::SafetyState,
 }
 
 impl Context {
@@ -180,14 +220,23 @@ impl Context {
         config: Config,
         machine: Option<MachineDeps>,
     ) -> Arc<Context> {
+        let recorder = Recorder::new(
+            control.clone(),
+            Reporter {
+                controller: REPORTER.into(),
+                instance: None,
+            },
+        );
         Arc::new(Context {
             control,
             target,
+            recorder,
             machines,
             sets,
             config,
             expectations: Expectations::default(),
             machine,
+            safety: super::safety::SafetyState::default(),
         })
     }
 

@@ -95,6 +95,12 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     let Some(deps) = ctx.machine.as_ref() else {
         return Ok(Action::await_change());
     };
+    // API-server safety (spec §5): while an API server is unreachable, live
+    // machines are left alone (deletions go on); the end of the freeze
+    // requeues every machine.
+    if machine.metadata.deletion_timestamp.is_none() && ctx.safety.frozen() {
+        return Ok(requeue(LONG_RETRY));
+    }
     let mut s = Scope::new(&ctx, deps, &machine);
     let result = if machine.metadata.deletion_timestamp.is_some() {
         s.delete().await
@@ -904,6 +910,9 @@ impl<'a> Scope<'a> {
             };
             match decide::deletion_transition(step, &fact, self.settings.resource_exhausted_retry) {
                 Transition::Next { step: next, note } => {
+                    if step == DeletionStep::DrainNode {
+                        self.drained();
+                    }
                     self.set_step(next).await?;
                     let mut st = self.status();
                     st.last_operation = decide::deletion_last_op(next, note, None, self.now);
@@ -1160,6 +1169,15 @@ impl<'a> Scope<'a> {
                 }
             }
         })
+    }
+
+    /// Records the drain's duration, counted from the deletion as the
+    /// drain timeout is.
+    fn drained(&self) {
+        if let Some(started) = self.machine.metadata.deletion_timestamp.as_ref() {
+            let took = (Utc::now() - crate::time::to_chrono(started)).to_std();
+            self.ctx.config.metrics.drained(took.unwrap_or_default());
+        }
     }
 
     /// Time left until the drain timeout (since the deletion) forces the

@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Map, Value, json};
 
 use super::context::{Context, Error};
-use super::machineset::{CACHE_WAIT, RESYNC, set_finalizer};
+use super::machineset::{CACHE_WAIT, RESYNC, publish_event, set_finalizer};
 use crate::machinedeployment::{self, Step};
 
 /// How often an unfinished rollout is looked at without events.
@@ -65,7 +65,12 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
                 acted = true;
                 let set_name = set.metadata.name.clone().unwrap_or_default();
                 match sets.create(&PostParams::default(), set).await {
-                    Ok(_) => created.push(set_name),
+                    Ok(_) => {
+                        let note =
+                            format!("Scaled up machine set {set_name} to {}", set.spec.replicas);
+                        publish_event(&ctx, md.as_ref(), false, "ScalingMachineSet", note);
+                        created.push(set_name)
+                    }
                     Err(kube::Error::Api(e)) if e.code == 409 => {
                         // A set of that name exists but is not ours for this
                         // template: a hash collision. Count it; the next pass
@@ -103,6 +108,16 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
                 sets.patch(set_name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                     .map_err(|e| Error::api(format!("machine set {set_name}"), e))?;
+                let before = refs
+                    .iter()
+                    .find(|s| s.metadata.name.as_ref() == Some(set_name))
+                    .map(|s| s.spec.replicas);
+                if let Some(before) = before.filter(|b| b != replicas) {
+                    let dir = if *replicas > before { "up" } else { "down" };
+                    let note =
+                        format!("Scaled {dir} machine set {set_name} to {replicas} from {before}");
+                    publish_event(&ctx, md.as_ref(), false, "ScalingMachineSet", note);
+                }
             }
             Step::DeleteSet { name: set_name } => {
                 acted = true;
@@ -145,6 +160,7 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
                 } else {
                     tracing::info!(deployment = %name, reason, message, "machine deployment event");
                 }
+                publish_event(&ctx, md.as_ref(), *warning, reason, message.clone());
             }
         }
     }

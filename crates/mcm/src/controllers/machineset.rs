@@ -8,8 +8,10 @@ use api::{Machine, MachineSet, MachineState, labels};
 use chrono::Utc;
 use futures::future::join_all;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
 use serde_json::json;
 
 use super::context::{Context, Error};
@@ -19,6 +21,56 @@ use crate::machineset::{self, last_operation, set_replica_failure};
 pub const RESYNC: Duration = Duration::from_secs(600);
 /// How soon to look again while the cache catches up with our writes.
 pub const CACHE_WAIT: Duration = Duration::from_millis(500);
+
+/// How long publishing one event may take.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// At most this many machine names are listed in one event's note.
+const NAMES_IN_EVENT: usize = 10;
+
+/// Publishes an event on `obj` in the background: events are best effort
+/// and must never delay a reconcile or fail it.
+pub(super) fn publish_event<K>(ctx: &Context, obj: &K, warning: bool, reason: &str, note: String)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let ev = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_string(),
+        note: Some(note),
+        action: reason.to_string(),
+        secondary: None,
+    };
+    let reference = obj.object_ref(&());
+    let recorder = ctx.recorder.clone();
+    tokio::spawn(async move {
+        match tokio::time::timeout(EVENT_TIMEOUT, recorder.publish(&ev, &reference)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, reason = %ev.reason, "publishing an event failed")
+            }
+            Err(_) => tracing::debug!(reason = %ev.reason, "publishing an event timed out"),
+        }
+    });
+}
+
+/// `n` names, then "and N more" past [`NAMES_IN_EVENT`].
+fn name_list(names: &[String]) -> String {
+    let mut s = names
+        .iter()
+        .take(NAMES_IN_EVENT)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > NAMES_IN_EVENT {
+        s.push_str(&format!(" and {} more", names.len() - NAMES_IN_EVENT));
+    }
+    s
+}
 
 /// The machine a set creates from its template.
 pub fn machine_for(set: &MachineSet) -> Machine {
@@ -137,6 +189,27 @@ pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action
     }
     if !created.is_empty() || !deleted.is_empty() {
         tracing::info!(set = %name, created = created.len(), deleted = deleted.len(), "machine set scaled");
+    }
+    // One event per kind of outcome and pass rather than one per machine
+    // (upstream's way), so scaling by a thousand costs a few writes.
+    if !created.is_empty() {
+        let note = format!(
+            "Created {} machines: {}",
+            created.len(),
+            name_list(&created)
+        );
+        publish_event(&ctx, set.as_ref(), false, "SuccessfulCreate", note);
+    }
+    if !deleted.is_empty() {
+        let note = format!(
+            "Deleted {} machines: {}",
+            deleted.len(),
+            name_list(&deleted)
+        );
+        publish_event(&ctx, set.as_ref(), false, "SuccessfulDelete", note);
+    }
+    if let Some((reason, message)) = &failure {
+        publish_event(&ctx, set.as_ref(), true, reason, message.clone());
     }
     ctx.expectations
         .expect(&uid, created.clone(), deleted.clone());

@@ -5,5 +5,6 @@ pub mod context;
 pub mod machine;
 pub mod machinedeployment;
 pub mod machineset;
+pub mod safety;
 
 pub use context::{Config, Context, Error, MachineDeps};
