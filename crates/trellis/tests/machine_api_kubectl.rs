@@ -3,103 +3,11 @@
 //! kubectl against a real `trellis server`, shows the upstream printer
 //! columns, and invalid objects are refused with 422 and field causes.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Running {
-    child: Child,
-    #[allow(dead_code)]
-    port: u16,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
-    l.local_addr().expect("local address").port()
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("running a command");
-    eprintln!(
-        "$ {cmd:?}\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn curl(data: &Path, port: u16, path: &str) -> Output {
-    run(Command::new("curl")
-        .args(["-sS", "--max-time", "5", "--cacert"])
-        .arg(data.join("pki/ca.crt"))
-        .arg(format!("https://127.0.0.1:{port}{path}")))
-}
-
-/// Starts `trellis server` on `data` (TLS, the default) and waits until
-/// curl, trusting the generated CA, gets `/readyz`.
-fn start(data: &Path, extra: &[&str]) -> Running {
-    for _ in 0..3 {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_trellis"))
-            .arg("server")
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .args(extra)
-            .env("TRELLIS_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawning trellis server");
-        let mut running = Running { child, port };
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while Instant::now() < deadline {
-            if running.child.try_wait().expect("polling").is_some() {
-                break; // the port was taken; try another
-            }
-            if data.join("pki/ca.crt").exists() {
-                let out = curl(data, port, "/readyz");
-                if out.status.success() && stdout(&out) == "ok" {
-                    return running;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = running.child.kill();
-    }
-    panic!("trellis server did not become ready");
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    run(Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env_remove("KUBECONFIG"))
-}
+use common::*;
 
 fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
