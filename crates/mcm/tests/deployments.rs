@@ -332,3 +332,67 @@ async fn recreate_pause_and_failed_replacement() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoscaler_targeted_deletion_removes_exactly_the_named_machine() {
+    let client = server().await;
+    fake_machine_controller(client.clone(), Duration::from_millis(100));
+    let config = mcm::controllers::Config {
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    let c = client.clone();
+    tokio::spawn(async move {
+        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
+    });
+    let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
+    let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
+    mds.create(
+        &PostParams::default(),
+        &MachineDeployment::test("ca").replicas(3),
+    )
+    .await
+    .unwrap();
+    wait_for("3 running", 30, async || {
+        running(&machines, "test-class").await == 3
+    })
+    .await;
+    // The youngest machine would be kept by the default order (older first);
+    // the autoscaler names it.
+    let mut all = machines.list(&ListParams::default()).await.unwrap().items;
+    all.sort_by_key(|m| m.metadata.creation_timestamp.clone().map(|t| t.0));
+    let victim = all.last().unwrap().metadata.name.clone().unwrap();
+    let keep: Vec<String> = all[..2]
+        .iter()
+        .map(|m| m.metadata.name.clone().unwrap())
+        .collect();
+    mds.patch(
+        "ca",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": {"annotations": {"node.machine.sapcloud.io/trigger-deletion-by-mcm": victim}},
+            "spec": {"replicas": 2},
+        })),
+    )
+    .await
+    .unwrap();
+    wait_for("the named machine gone", 30, async || {
+        machines.get_opt(&victim).await.unwrap().is_none()
+    })
+    .await;
+    wait_for("2 machines", 30, async || live(&machines).await == 2).await;
+    for k in &keep {
+        assert!(
+            machines.get_opt(k).await.unwrap().is_some(),
+            "{k} must survive"
+        );
+    }
+    let md = mds.get("ca").await.unwrap();
+    assert!(
+        !md.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("node.machine.sapcloud.io/trigger-deletion-by-mcm"),
+        "the request is consumed"
+    );
+}

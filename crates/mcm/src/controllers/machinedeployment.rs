@@ -53,6 +53,58 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     if !ctx.expectations.satisfied(&uid, cached) {
         return Ok(Action::requeue(CACHE_WAIT));
     }
+    // The cluster autoscaler's targeted deletions: mark the named machines
+    // (priority 1 + marked time) so the machine set removes exactly them when
+    // the replicas drop, then consume the annotation.
+    if let Some(ann) = md
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::TRIGGER_DELETION_BY_MCM))
+        .cloned()
+    {
+        let machines: Api<api::Machine> = Api::namespaced(ctx.control.clone(), &ns);
+        let cached = ctx.machines.state();
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let (marks, left) = machinedeployment::triggered_deletions(&ann, &now, |n| {
+            cached
+                .iter()
+                .find(|m| {
+                    m.metadata.name.as_deref() == Some(n)
+                        && m.metadata.namespace.as_deref() == Some(ns.as_str())
+                })
+                .map(|m| {
+                    if m.metadata.deletion_timestamp.is_some() {
+                        Some(api::MachinePhase::Terminating)
+                    } else {
+                        m.phase()
+                    }
+                })
+        });
+        for mark in &marks {
+            let patch = json!({"metadata": {"annotations": {
+                labels::MACHINE_PRIORITY: "1",
+                labels::MARKED_FOR_DELETION_TIME: mark.marked_at,
+            }}});
+            match machines
+                .patch(
+                    &mark.machine,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(Error::api(format!("machine {}", mark.machine), e)),
+            }
+        }
+        let patch = json!({"metadata": {"annotations": {labels::TRIGGER_DELETION_BY_MCM: left}}});
+        mds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::api(format!("machine deployment {name}"), e))?;
+        return Ok(Action::requeue(CACHE_WAIT));
+    }
     let refs: Vec<&MachineSet> = owned.iter().map(|s| s.as_ref()).collect();
     let plan = machinedeployment::plan(&md, &refs, Utc::now());
     tracing::debug!(deployment = %name, sets = refs.len(), steps = ?plan.steps, "machine deployment plan");
