@@ -396,3 +396,63 @@ async fn autoscaler_targeted_deletion_removes_exactly_the_named_machine() {
         "the request is consumed"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_restores_the_previous_template() {
+    let client = server().await;
+    fake_machine_controller(client.clone(), Duration::from_millis(100));
+    let config = mcm::controllers::Config {
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    let c = client.clone();
+    tokio::spawn(async move {
+        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
+    });
+    let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
+    let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
+    mds.create(
+        &PostParams::default(),
+        &MachineDeployment::test("rb").replicas(2),
+    )
+    .await
+    .unwrap();
+    wait_for("2 running", 30, async || {
+        running(&machines, "test-class").await == 2
+    })
+    .await;
+    mds.patch(
+        "rb",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"class": {"name": "v2"}}}}})),
+    )
+    .await
+    .unwrap();
+    wait_for("2 running v2", 30, async || {
+        running(&machines, "v2").await == 2 && live(&machines).await == 2
+    })
+    .await;
+    // Roll back to the previous revision, with surge/availability held.
+    let m = monitor(client.clone(), 3, 2);
+    m.armed.store(true, Ordering::SeqCst);
+    mds.patch(
+        "rb",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"rollbackTo": {"revision": 0}}})),
+    )
+    .await
+    .unwrap();
+    wait_for("2 running of the first class again", 30, async || {
+        running(&machines, "test-class").await == 2 && live(&machines).await == 2
+    })
+    .await;
+    let v = m.violations.lock().clone();
+    assert!(v.is_empty(), "{:?}", &v[..v.len().min(5)]);
+    let md = mds.get("rb").await.unwrap();
+    assert!(md.spec.rollback_to.is_none(), "rollbackTo is cleared");
+    assert_eq!(md.spec.template.spec.class.name, "test-class");
+    assert_eq!(
+        md.metadata.annotations.unwrap()["deployment.kubernetes.io/revision"],
+        "3"
+    );
+}
