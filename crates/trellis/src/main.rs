@@ -4,9 +4,11 @@
 mod admission_webhook;
 mod bench;
 mod controller_manager;
+mod demo;
 mod kubeconfig;
 mod logging;
 mod machine_admission;
+mod status;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,8 +27,10 @@ use futures::future::BoxFuture;
 )]
 struct Cli {
     /// Log level: error, warn, info, debug, trace (or a tracing filter).
-    #[arg(long, global = true, default_value = "info", env = "TRELLIS_LOG")]
-    log_level: String,
+    /// Default info; warn for `up --demo` on a terminal, whose live table
+    /// would drown in log lines.
+    #[arg(long, global = true, env = "TRELLIS_LOG")]
+    log_level: Option<String>,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, global = true)]
     log_json: bool,
@@ -40,6 +44,10 @@ enum Command {
     /// store in the per-user data directory, and every controller with the
     /// local provider, in one process.
     Up(UpArgs),
+    /// Show machine deployments, machine sets and machines as a tree with
+    /// each machine's phase, node, age and last operation.
+    #[command(alias = "describe")]
+    Status(status::Args),
     /// Run the embedded Kubernetes-compatible API server alone.
     Server(ServerArgs),
     /// Run every controller with the local provider against an API server
@@ -94,6 +102,11 @@ struct UpArgs {
     /// Also serve the controllers' /metrics, /healthz and /readyz here.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<SocketAddr>,
+    /// Apply the example `local` MachineClass and a MachineDeployment of 3
+    /// machines (unless they exist) and show their progress until they are
+    /// Running.
+    #[arg(long)]
+    demo: bool,
 }
 
 /// The per-user default data directory: `$XDG_DATA_HOME/trellis` or
@@ -174,7 +187,7 @@ const SERVER_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_sec
 /// kubeconfig it just wrote, every controller with the local provider. On
 /// a signal the controllers stop first, then the server, so no controller
 /// sees its API vanish mid-reconcile.
-async fn run_up(args: UpArgs) -> anyhow::Result<()> {
+async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()> {
     let (server_stop, server_shutdown) = controller_manager::shutdown_pair();
     let started = start_server(args.server, server_shutdown).await?;
     let mut serving = tokio::spawn(started.serve);
@@ -193,7 +206,7 @@ async fn run_up(args: UpArgs) -> anyhow::Result<()> {
     let (controllers_stop, controllers_shutdown) = controller_manager::shutdown_pair();
     let mut controllers = tokio::spawn(controller_manager::run_controllers(
         client.clone(),
-        client,
+        client.clone(),
         config,
         "trellis".to_string(),
         controllers_shutdown,
@@ -203,17 +216,46 @@ async fn run_up(args: UpArgs) -> anyhow::Result<()> {
         started.url
     );
     println!("  export KUBECONFIG={}", started.kubeconfig.display());
-    println!("  kubectl get machinedeployments,machinesets,machines,nodes");
-    tokio::select! {
-        finished = &mut controllers => {
-            finished.context("the controllers panicked")??;
-            anyhow::bail!("the controllers stopped unexpectedly");
+    if !args.demo {
+        println!("  kubectl get machinedeployments,machinesets,machines,nodes");
+        println!("  kubectl apply -f examples/machine_classes/local-machine-class.yaml");
+    }
+    let mut demo = args
+        .demo
+        .then(|| tokio::spawn(demo::run(client.clone(), launched)));
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            finished = &mut controllers => {
+                finished.context("the controllers panicked")??;
+                anyhow::bail!("the controllers stopped unexpectedly");
+            }
+            served = &mut serving => {
+                served.context("the API server panicked")??;
+                anyhow::bail!("the API server stopped unexpectedly");
+            }
+            shown = async { demo.as_mut().expect("guarded").await }, if demo.is_some() => {
+                demo = None;
+                match shown.context("the demo panicked")? {
+                    Ok(()) => {
+                        println!("  kubectl get machinedeployments,machinesets,machines,nodes");
+                        println!("  trellis status        # the tree; --watch to follow");
+                        println!("Ctrl-C stops trellis; `trellis up` again resumes with everything as it was.");
+                    }
+                    // The controllers and the server keep running: the demo
+                    // is only a view on them.
+                    Err(e) => eprintln!("demo: {e:#}"),
+                }
+            }
+            _ = &mut shutdown => {
+                tracing::info!("shutting down");
+                break;
+            }
         }
-        served = &mut serving => {
-            served.context("the API server panicked")??;
-            anyhow::bail!("the API server stopped unexpectedly");
-        }
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    if let Some(d) = demo {
+        d.abort();
     }
     let _ = controllers_stop.send(());
     if tokio::time::timeout(SERVER_SHUTDOWN_GRACE, &mut controllers)
@@ -304,14 +346,22 @@ async fn start_server(
 }
 
 fn main() -> anyhow::Result<()> {
+    let launched = std::time::Instant::now();
     let cli = Cli::parse();
-    logging::init(&cli.log_level, cli.log_json);
+    let level = cli.log_level.clone().unwrap_or_else(|| {
+        use std::io::IsTerminal as _;
+        let demo_on_terminal =
+            matches!(&cli.command, Command::Up(a) if a.demo) && std::io::stdout().is_terminal();
+        if demo_on_terminal { "warn" } else { "info" }.to_string()
+    });
+    logging::init(&level, cli.log_json);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Up(args) => run_up(args).await,
+            Command::Up(args) => run_up(args, launched).await,
+            Command::Status(args) => status::run(args).await,
             Command::Server(args) => run_server(args).await,
             Command::ControllerManager(args) => controller_manager::run(*args).await,
             Command::Bench { what } => bench::run(what).await,

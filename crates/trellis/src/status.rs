@@ -1,0 +1,623 @@
+//! `trellis status` (alias `describe`): the machine objects of a namespace
+//! as a tree in the style of `clusterctl describe cluster` —
+//! MachineDeployments, their MachineSets, their Machines — with each
+//! machine's phase, node, age and last operation, coloured on a terminal.
+//!
+//! Rendering is a pure function of a [`Snapshot`] and the time, so the tree
+//! is tested without an API server; the command only lists the objects
+//! (once, or every second with `--watch`).
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use api::{Machine, MachineDeployment, MachineSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The kubeconfig to use; default `$KUBECONFIG`, else the admin
+    /// kubeconfig `trellis up` writes in its default data directory.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The namespace of the machine objects.
+    #[arg(short, long, default_value = "default")]
+    namespace: String,
+    /// Every namespace.
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
+    /// Keep redrawing the tree every second until interrupted.
+    #[arg(short, long)]
+    watch: bool,
+}
+
+/// Terminal colours, or none (pipes, files, `NO_COLOR`).
+#[derive(Clone, Copy, Debug)]
+pub struct Paint {
+    enabled: bool,
+}
+
+impl Paint {
+    /// No colour at all.
+    pub fn none() -> Paint {
+        Paint { enabled: false }
+    }
+
+    /// Colour when stdout is a terminal and `NO_COLOR` is unset.
+    pub fn for_stdout() -> Paint {
+        Paint {
+            enabled: std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    fn wrap(self, code: &str, s: &str) -> String {
+        if self.enabled && !s.is_empty() {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+
+    pub fn green(self, s: &str) -> String {
+        self.wrap("32", s)
+    }
+    pub fn red(self, s: &str) -> String {
+        self.wrap("31", s)
+    }
+    pub fn yellow(self, s: &str) -> String {
+        self.wrap("33", s)
+    }
+    pub fn dim(self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+
+    /// A phase name padded to `width` and coloured by how healthy it is.
+    pub fn phase(self, phase: &str, width: usize) -> String {
+        let padded = format!("{phase:width$}");
+        match Tone::of_phase(phase) {
+            Tone::Good => self.green(&padded),
+            Tone::Busy => self.yellow(&padded),
+            Tone::Bad => self.red(&padded),
+            Tone::Plain => padded,
+        }
+    }
+
+    fn tone(self, tone: Tone, s: &str) -> String {
+        match tone {
+            Tone::Good => self.green(s),
+            Tone::Busy => self.yellow(s),
+            Tone::Bad => self.red(s),
+            Tone::Plain => s.to_string(),
+        }
+    }
+}
+
+/// How a cell should be coloured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tone {
+    Good,
+    Busy,
+    Bad,
+    Plain,
+}
+
+impl Tone {
+    fn of_phase(phase: &str) -> Tone {
+        match phase {
+            "Running" | "Available" | "InPlaceUpdateSuccessful" => Tone::Good,
+            "Failed" | "CrashLoopBackOff" | "InPlaceUpdateFailed" => Tone::Bad,
+            "" => Tone::Plain,
+            _ => Tone::Busy,
+        }
+    }
+}
+
+/// A machine's phase as shown: `Terminating` while it is being deleted,
+/// `New` before the controller first touched it.
+pub fn phase_name(m: &Machine) -> String {
+    if m.metadata.deletion_timestamp.is_some() {
+        return "Terminating".into();
+    }
+    match m.phase() {
+        Some(p) => format!("{p:?}"),
+        None => "New".into(),
+    }
+}
+
+/// `s` cut to `max` characters with an ellipsis.
+pub fn truncate(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// An age as kubectl prints it (`45s`, `3m12s`, `5h`, `2d3h`).
+pub fn human_age(d: Duration) -> String {
+    let s = d.as_secs();
+    let (m, h, days) = (s / 60, s / 3600, s / 86_400);
+    match () {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 && !s.is_multiple_of(60) => format!("{m}m{}s", s % 60),
+        _ if h < 3 => format!("{m}m"),
+        _ if h < 8 && !m.is_multiple_of(60) => format!("{h}h{}m", m % 60),
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 24 * 8 && !h.is_multiple_of(24) => format!("{days}d{}h", h % 24),
+        _ if days < 365 * 2 => format!("{days}d"),
+        _ => format!("{}y", days / 365),
+    }
+}
+
+/// Everything the tree shows, as listed from the API.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub deployments: Vec<MachineDeployment>,
+    pub sets: Vec<MachineSet>,
+    pub machines: Vec<Machine>,
+}
+
+/// One line of the tree before alignment.
+struct Line {
+    namespace: String,
+    name: String,
+    state: (String, Tone),
+    node: String,
+    age: String,
+    message: (String, Tone),
+}
+
+fn age(meta: &ObjectMeta, now: Timestamp) -> String {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|Time(t)| {
+            let secs = now.as_second().saturating_sub(t.as_second()).max(0);
+            human_age(Duration::from_secs(secs as u64))
+        })
+        .unwrap_or_default()
+}
+
+fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.as_str())
+}
+
+fn uid(meta: &ObjectMeta) -> &str {
+    meta.uid.as_deref().unwrap_or("")
+}
+
+fn name(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or("")
+}
+
+fn deployment_line(md: &MachineDeployment, now: Timestamp) -> Line {
+    let st = md.status.clone().unwrap_or_default();
+    let mut state = format!("{}/{} ready", st.ready_replicas, md.spec.replicas);
+    if md.spec.paused {
+        state.push_str(", paused");
+    }
+    let healthy = st.ready_replicas >= md.spec.replicas && st.updated_replicas >= md.spec.replicas;
+    // The first condition that needs attention: a failure, a freeze, or
+    // one that does not hold (e.g. a rollout past its deadline).
+    let attention = st.conditions.iter().find(|c| {
+        let ty = c.type_.as_str();
+        let holds = c.status.as_str() == "True";
+        matches!(ty, "ReplicaFailure" | "Frozen") == holds
+            && (holds || matches!(ty, "Available" | "Progressing"))
+    });
+    let message = match attention {
+        Some(c) => {
+            let bad = matches!(c.type_.as_str(), "ReplicaFailure" | "Frozen")
+                || c.reason == "ProgressDeadlineExceeded";
+            (
+                format!("{} {}: {}", c.type_.as_str(), c.reason, c.message),
+                if bad { Tone::Bad } else { Tone::Busy },
+            )
+        }
+        None if !st.failed_machines.is_empty() => (
+            format!("{} failed machine(s)", st.failed_machines.len()),
+            Tone::Bad,
+        ),
+        None => (String::new(), Tone::Plain),
+    };
+    Line {
+        namespace: md.metadata.namespace.clone().unwrap_or_default(),
+        name: format!("MachineDeployment/{}", name(&md.metadata)),
+        state: (state, if healthy { Tone::Good } else { Tone::Busy }),
+        node: String::new(),
+        age: age(&md.metadata, now),
+        message,
+    }
+}
+
+fn set_line(ms: &MachineSet, now: Timestamp) -> Line {
+    let st = ms.status.clone().unwrap_or_default();
+    let healthy = st.ready_replicas >= ms.spec.replicas;
+    Line {
+        namespace: ms.metadata.namespace.clone().unwrap_or_default(),
+        name: format!("MachineSet/{}", name(&ms.metadata)),
+        state: (
+            format!("{}/{} ready", st.ready_replicas, ms.spec.replicas),
+            if healthy { Tone::Good } else { Tone::Busy },
+        ),
+        node: String::new(),
+        age: age(&ms.metadata, now),
+        message: (String::new(), Tone::Plain),
+    }
+}
+
+fn machine_line(m: &Machine, now: Timestamp) -> Line {
+    let phase = phase_name(m);
+    let tone = Tone::of_phase(&phase);
+    let node = m
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("node"))
+        .cloned()
+        .unwrap_or_default();
+    let message = match m.status.as_ref().map(|s| &s.last_operation) {
+        Some(op) if !op.description.is_empty() || op.state.is_some() => {
+            let failed = op.state.map(|s| format!("{s:?}")).as_deref() == Some("Failed");
+            let mut text = format!(
+                "{} {}: {}",
+                op.type_.map(|t| format!("{t:?}")).unwrap_or_default(),
+                op.state.map(|s| format!("{s:?}")).unwrap_or_default(),
+                op.description
+            );
+            if !op.error_code.is_empty() {
+                text.push_str(&format!(" [{}]", op.error_code));
+            }
+            (text, if failed { Tone::Bad } else { Tone::Plain })
+        }
+        _ => (String::new(), Tone::Plain),
+    };
+    Line {
+        namespace: m.metadata.namespace.clone().unwrap_or_default(),
+        name: format!("Machine/{}", name(&m.metadata)),
+        state: (phase, tone),
+        node,
+        age: age(&m.metadata, now),
+        message,
+    }
+}
+
+/// The tree: deployments with their sets and machines, then sets without a
+/// deployment, then machines without a set. `message_width` bounds the
+/// last column.
+pub fn render(snap: &Snapshot, now: Timestamp, paint: Paint, message_width: usize) -> String {
+    // (indent prefix, line)
+    let mut lines: Vec<(String, Line)> = Vec::new();
+    let by_name = |a: &ObjectMeta, b: &ObjectMeta| {
+        (a.namespace.as_deref(), name(a)).cmp(&(b.namespace.as_deref(), name(b)))
+    };
+    let mut deployments: Vec<&MachineDeployment> = snap.deployments.iter().collect();
+    deployments.sort_by(|a, b| by_name(&a.metadata, &b.metadata));
+    let mut sets: Vec<&MachineSet> = snap.sets.iter().collect();
+    sets.sort_by(|a, b| by_name(&a.metadata, &b.metadata));
+    let mut machines: Vec<&Machine> = snap.machines.iter().collect();
+    machines.sort_by(|a, b| by_name(&a.metadata, &b.metadata));
+
+    let mut sets_of: BTreeMap<&str, Vec<&MachineSet>> = BTreeMap::new();
+    for s in &sets {
+        if let Some(owner) = controller_uid(&s.metadata) {
+            sets_of.entry(owner).or_default().push(s);
+        }
+    }
+    let mut machines_of: BTreeMap<&str, Vec<&Machine>> = BTreeMap::new();
+    for m in &machines {
+        if let Some(owner) = controller_uid(&m.metadata) {
+            machines_of.entry(owner).or_default().push(m);
+        }
+    }
+    let md_uids: HashSet<&str> = deployments.iter().map(|d| uid(&d.metadata)).collect();
+    let set_uids: HashSet<&str> = sets.iter().map(|s| uid(&s.metadata)).collect();
+    let all_namespaces = deployments
+        .iter()
+        .map(|d| d.metadata.namespace.as_deref())
+        .chain(sets.iter().map(|s| s.metadata.namespace.as_deref()))
+        .chain(machines.iter().map(|m| m.metadata.namespace.as_deref()))
+        .collect::<HashSet<_>>()
+        .len()
+        > 1;
+
+    let push_machines = |lines: &mut Vec<(String, Line)>, owner: &str, indent: &str| {
+        let ms = machines_of.get(owner).cloned().unwrap_or_default();
+        for (i, m) in ms.iter().enumerate() {
+            let branch = if i + 1 == ms.len() {
+                "└─"
+            } else {
+                "├─"
+            };
+            lines.push((format!("{indent}{branch}"), machine_line(m, now)));
+        }
+    };
+    for d in &deployments {
+        lines.push((String::new(), deployment_line(d, now)));
+        let own = sets_of.get(uid(&d.metadata)).cloned().unwrap_or_default();
+        for (i, s) in own.iter().enumerate() {
+            // The set's own branch is drawn at the deployment's level.
+            let last = i + 1 == own.len();
+            let branch = if last { "└─" } else { "├─" };
+            lines.push((branch.to_string(), set_line(s, now)));
+            let indent = if last { "  " } else { "│ " };
+            push_machines(&mut lines, uid(&s.metadata), indent);
+        }
+    }
+    for s in &sets {
+        let orphan = controller_uid(&s.metadata).is_none_or(|o| !md_uids.contains(o));
+        if orphan {
+            lines.push((String::new(), set_line(s, now)));
+            push_machines(&mut lines, uid(&s.metadata), "");
+        }
+    }
+    for m in &machines {
+        let orphan = controller_uid(&m.metadata).is_none_or(|o| !set_uids.contains(o));
+        if orphan {
+            lines.push((String::new(), machine_line(m, now)));
+        }
+    }
+    if lines.is_empty() {
+        return "No machine deployments, machine sets or machines.\n".to_string();
+    }
+    if all_namespaces {
+        // Names are ambiguous across namespaces: qualify the rows.
+        for (prefix, l) in &mut lines {
+            if prefix.is_empty() {
+                l.name = format!("{}/{}", l.namespace, l.name);
+            }
+        }
+    }
+
+    let width = |f: &dyn Fn(&(String, Line)) -> usize| lines.iter().map(f).max().unwrap_or(0);
+    let w_name = width(&|(p, l)| p.chars().count() + l.name.chars().count()).max(4);
+    let w_state = width(&|(_, l)| l.state.0.chars().count()).max(5);
+    let w_node = width(&|(_, l)| l.node.chars().count()).max(4);
+    let w_age = width(&|(_, l)| l.age.chars().count()).max(3);
+    let mut out = String::new();
+    out.push_str(
+        &paint.dim(
+            format!(
+                "{:w_name$}  {:w_state$}  {:w_node$}  {:w_age$}  LAST OPERATION",
+                "NAME", "STATE", "NODE", "AGE"
+            )
+            .trim_end(),
+        ),
+    );
+    out.push('\n');
+    for (prefix, l) in &lines {
+        let name_pad = w_name - prefix.chars().count() - l.name.chars().count();
+        let state = format!("{:w_state$}", l.state.0);
+        let row = format!(
+            "{}{}{}  {}  {:w_node$}  {:w_age$}  {}",
+            paint.dim(prefix),
+            l.name,
+            " ".repeat(name_pad),
+            paint.tone(l.state.1, &state),
+            l.node,
+            l.age,
+            paint.tone(l.message.1, &truncate(&l.message.0, message_width)),
+        );
+        out.push_str(row.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+async fn snapshot(client: &kube::Client, namespace: Option<&str>) -> anyhow::Result<Snapshot> {
+    fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
+    let lp = ListParams::default();
+    let (mds, sets, machines) = (
+        api::<MachineDeployment>(client, namespace),
+        api::<MachineSet>(client, namespace),
+        api::<Machine>(client, namespace),
+    );
+    let (deployments, sets, machines) =
+        futures::try_join!(mds.list(&lp), sets.list(&lp), machines.list(&lp))
+            .context("listing machine objects")?;
+    Ok(Snapshot {
+        deployments: deployments.items,
+        sets: sets.items,
+        machines: machines.items,
+    })
+}
+
+/// The kubeconfig `status` uses when none is given.
+fn kubeconfig(args: &Args) -> PathBuf {
+    args.kubeconfig
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| crate::default_data_dir().join("admin.kubeconfig"))
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let path = kubeconfig(&args);
+    let client = crate::controller_manager::client_from(&path).await?;
+    let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
+    let paint = Paint::for_stdout();
+    let tty = std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        let snap = snapshot(&client, namespace).await?;
+        let tree = render(&snap, Timestamp::now(), paint, 80);
+        if !args.watch {
+            print!("{tree}");
+            return Ok(());
+        }
+        if tty {
+            print!("\x1b[H\x1b[2J{tree}");
+        } else if tree != last {
+            println!("{tree}");
+        }
+        std::io::stdout().flush()?;
+        last = tree;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = crate::shutdown_signal() => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::testing::Fixture;
+    use api::{LastOperation, MachineOperationType, MachinePhase, MachineState};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owned<K: kube::Resource>(mut obj: K, owner_uid: &str) -> K {
+        obj.meta_mut().owner_references = Some(vec![OwnerReference {
+            api_version: "machine.sapcloud.io/v1alpha1".into(),
+            kind: "Owner".into(),
+            name: "owner".into(),
+            uid: owner_uid.into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]);
+        obj
+    }
+
+    fn at(mut meta: ObjectMeta, secs: i64) -> ObjectMeta {
+        meta.creation_timestamp = Some(Time(Timestamp::from_second(secs).unwrap()));
+        meta
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        for (secs, want) in [
+            (0, "0s"),
+            (119, "119s"),
+            (192, "3m12s"),
+            (600, "10m"),
+            (2 * 3600 + 59 * 60, "179m"),
+            (5 * 3600 + 30 * 60, "5h30m"),
+            (30 * 3600, "30h"),
+            (3 * 86_400 + 2 * 3600, "3d2h"),
+            (40 * 86_400, "40d"),
+            (800 * 86_400, "2y"),
+        ] {
+            assert_eq!(human_age(Duration::from_secs(secs)), want, "{secs}s");
+        }
+    }
+
+    fn sample() -> Snapshot {
+        let mut md = MachineDeployment::test("demo").replicas(2).with_uid("md-1");
+        md.metadata = at(md.metadata, 0);
+        md.status = Some(api::MachineDeploymentStatus {
+            ready_replicas: 1,
+            updated_replicas: 2,
+            ..Default::default()
+        });
+        let mut ms = owned(MachineSet::test("demo-abc").replicas(2), "md-1").with_uid("ms-1");
+        ms.metadata = at(ms.metadata, 10);
+        let mut running = owned(
+            Machine::test("demo-abc-1")
+                .running()
+                .label("node", "node-1"),
+            "ms-1",
+        );
+        running.metadata = at(running.metadata, 20);
+        let mut failed = owned(Machine::test("demo-abc-2"), "ms-1");
+        failed.metadata = at(failed.metadata, 20);
+        failed.status = Some(api::MachineStatus {
+            last_operation: LastOperation {
+                description: "Cloud provider message - out of capacity".into(),
+                state: Some(MachineState::Failed),
+                type_: Some(MachineOperationType::Create),
+                error_code: "ResourceExhausted".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        failed = failed.with_phase(MachinePhase::CrashLoopBackOff);
+        let mut single = Machine::test("single");
+        single.metadata = at(single.metadata, 100);
+        Snapshot {
+            deployments: vec![md],
+            sets: vec![ms],
+            machines: vec![failed, single, running],
+        }
+    }
+
+    #[test]
+    fn the_tree_nests_sets_under_deployments_and_machines_under_sets() {
+        let now = Timestamp::from_second(130).unwrap();
+        let tree = render(&sample(), now, Paint::none(), 80);
+        let want = "\
+NAME                    STATE             NODE    AGE    LAST OPERATION
+MachineDeployment/demo  1/2 ready                 2m10s
+└─MachineSet/demo-abc   0/2 ready                 2m
+  ├─Machine/demo-abc-1  Running           node-1  110s
+  └─Machine/demo-abc-2  CrashLoopBackOff          110s   Create Failed: Cloud provider message - out of capacity [ResourceExhausted]
+Machine/single          New                       30s
+";
+        assert_eq!(tree, want, "\n{tree}");
+    }
+
+    #[test]
+    fn colours_mark_failures_red_and_running_green() {
+        let now = Timestamp::from_second(130).unwrap();
+        let tree = render(&sample(), now, Paint { enabled: true }, 80);
+        assert!(tree.contains("\x1b[32mRunning"), "{tree}");
+        assert!(tree.contains("\x1b[31mCrashLoopBackOff"), "{tree}");
+        assert!(tree.contains("\x1b[31mCreate Failed"), "{tree}");
+    }
+
+    #[test]
+    fn long_messages_are_truncated() {
+        let now = Timestamp::from_second(130).unwrap();
+        let tree = render(&sample(), now, Paint::none(), 20);
+        assert!(tree.contains("Create Failed: Clou…"), "{tree}");
+    }
+
+    #[test]
+    fn a_deleting_machine_shows_terminating() {
+        let mut m = Machine::test("m").running();
+        m.metadata.deletion_timestamp = Some(Time(Timestamp::from_second(5).unwrap()));
+        assert_eq!(phase_name(&m), "Terminating");
+    }
+
+    #[test]
+    fn every_namespace_qualifies_the_top_level_rows() {
+        let mut snap = sample();
+        snap.machines[1].metadata.namespace = Some("team-b".into());
+        let tree = render(
+            &snap,
+            Timestamp::from_second(130).unwrap(),
+            Paint::none(),
+            80,
+        );
+        assert!(tree.contains("\ndefault/MachineDeployment/demo "), "{tree}");
+        assert!(tree.contains("\nteam-b/Machine/single "), "{tree}");
+        assert!(
+            tree.contains("\n  ├─Machine/demo-abc-1 "),
+            "children stay short: {tree}"
+        );
+    }
+
+    #[test]
+    fn an_empty_namespace_says_so() {
+        let tree = render(&Snapshot::default(), Timestamp::now(), Paint::none(), 80);
+        assert!(tree.starts_with("No machine deployments"));
+    }
+}
