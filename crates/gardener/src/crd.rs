@@ -17,8 +17,53 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         CloudProfile::crd(),
         NamespacedCloudProfile::crd(),
-        Shoot::crd(),
+        shoot_crd(),
     ]
+}
+
+/// Where a Shoot keeps fields this crate does not model (networking,
+/// addons, DNS, kubelet settings, ...): upstream manifests carry them, and
+/// they must apply unchanged and be kept, not pruned or rejected by strict
+/// field validation. The modelled fields are still validated.
+pub const SHOOT_OPEN_OBJECTS: &[&[&str]] = &[
+    &["spec"],
+    &["spec", "kubernetes"],
+    &["spec", "provider"],
+    &["spec", "provider", "workers", "[]"],
+    &["spec", "provider", "workers", "[]", "machine"],
+    &["status"],
+];
+
+fn shoot_crd() -> CustomResourceDefinition {
+    let mut crd = Shoot::crd();
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        for path in SHOOT_OPEN_OBJECTS {
+            let mut node = Some(&mut *schema);
+            for step in *path {
+                node = node.and_then(|n| {
+                    if *step == "[]" {
+                        match n.items.as_mut() {
+                            Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s)) => Some(&mut **s),
+                            _ => None,
+                        }
+                    } else {
+                        n.properties.as_mut().and_then(|p| p.get_mut(*step))
+                    }
+                });
+            }
+            if let Some(n) = node {
+                n.x_kubernetes_preserve_unknown_fields = Some(true);
+            }
+        }
+    }
+    crd
 }
 
 /// [`crds`] as one multi-document YAML stream, ready for `kubectl apply -f`.

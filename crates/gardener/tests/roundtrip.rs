@@ -337,3 +337,26 @@ fn provider_config_is_preserved_unknown_in_the_schema() {
     // Structural: no `$ref` or `anyOf` without types left by schemars.
     assert!(!yaml.contains("$ref"));
 }
+
+#[test]
+fn the_shoot_crd_keeps_fields_it_does_not_model() {
+    let crd = gardener::crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "Shoot")
+        .unwrap();
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let root = &schema["openAPIV3Schema"];
+    assert_eq!(
+        root["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"],
+        true
+    );
+    let worker =
+        &root["properties"]["spec"]["properties"]["provider"]["properties"]["workers"]["items"];
+    assert_eq!(worker["x-kubernetes-preserve-unknown-fields"], true);
+    assert_eq!(
+        worker["properties"]["machine"]["x-kubernetes-preserve-unknown-fields"],
+        true
+    );
+    // Modelled fields keep their types.
+    assert_eq!(worker["properties"]["minimum"]["type"], "integer");
+}
