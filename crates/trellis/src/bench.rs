@@ -30,6 +30,22 @@ pub enum BenchCommand {
         #[arg(long)]
         in_memory: bool,
     },
+    /// Cloud profiles: filtering the image versions every machine type can
+    /// boot, and re-rendering NamespacedCloudProfiles after a parent change.
+    Profiles {
+        /// Machine types in the profile.
+        #[arg(long, default_value_t = 1000)]
+        machine_types: usize,
+        /// Image versions in the profile.
+        #[arg(long, default_value_t = 200)]
+        image_versions: usize,
+        /// Capability flavors per image version.
+        #[arg(long, default_value_t = 8)]
+        flavors: usize,
+        /// NamespacedCloudProfiles re-rendered.
+        #[arg(long, default_value_t = 1000)]
+        ncps: usize,
+    },
     /// The machine controllers: one MachineDeployment from zero to all
     /// Running, then a rolling update (server and controller-manager run as
     /// child processes).
@@ -444,6 +460,21 @@ async fn memory_bench(objects: usize, size: usize) -> anyhow::Result<()> {
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Profiles {
+            machine_types,
+            image_versions,
+            flavors,
+            ncps,
+        } => {
+            let report = gardener::bench::run(gardener::bench::BenchConfig {
+                machine_types,
+                image_versions,
+                flavors,
+                ncps,
+            });
+            println!("{report}");
+            Ok(())
+        }
         BenchCommand::Memory { objects, size } => memory_bench(objects, size).await,
         BenchCommand::Mcm {
             machines,

@@ -19,6 +19,15 @@ pub struct MachineAdmission;
 /// Decodes into the typed kind; a field of the wrong type is a 422 naming
 /// that field, as kube-apiserver answers.
 fn decode<T: DeserializeOwned>(obj: &Value, kind: &str) -> Result<T, ApiError> {
+    decode_in(api::API_GROUP, obj, kind)
+}
+
+/// [`decode`] for a kind of any API group.
+pub(crate) fn decode_in<T: DeserializeOwned>(
+    group: &str,
+    obj: &Value,
+    kind: &str,
+) -> Result<T, ApiError> {
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -26,7 +35,7 @@ fn decode<T: DeserializeOwned>(obj: &Value, kind: &str) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(obj.clone()).map_err(|e| {
         let field = e.path().to_string();
         ApiError::invalid(
-            api::API_GROUP,
+            group,
             kind,
             name,
             vec![apimachinery::Cause::new(

@@ -5,9 +5,11 @@ mod admission_webhook;
 mod bench;
 mod controller_manager;
 mod demo;
+mod gardener_admission;
 mod kubeconfig;
 mod logging;
 mod machine_admission;
+mod profile;
 mod status;
 
 use std::net::SocketAddr;
@@ -48,6 +50,12 @@ enum Command {
     /// each machine's phase, node, age and last operation.
     #[command(alias = "describe")]
     Status(status::Args),
+    /// Operator tools for cloud profiles: usable images per machine type,
+    /// offline rendering of a NamespacedCloudProfile.
+    Profile {
+        #[command(subcommand)]
+        what: profile::Command,
+    },
     /// Run the embedded Kubernetes-compatible API server alone.
     Server(ServerArgs),
     /// Run every controller with the local provider against an API server
@@ -93,6 +101,22 @@ struct ServerArgs {
     /// Append one JSON line per mutating request to FILE.
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
+    /// Cloud profile features beyond upstream Gardener, off by default
+    /// (comma-separated): `multi-level-inheritance` (an NCP's parent may be
+    /// another NCP of its namespace), `cross-project-use` (a Shoot may use
+    /// an NCP of another namespace whose `use` verb it is granted).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["multi-level-inheritance", "cross-project-use"])]
+    profile_extensions: Vec<String>,
+}
+
+impl ServerArgs {
+    fn extensions(&self) -> gardener::Extensions {
+        let on = |f: &str| self.profile_extensions.iter().any(|x| x == f);
+        gardener::Extensions {
+            multi_level_inheritance: on("multi-level-inheritance"),
+            cross_project_use: on("cross-project-use"),
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -280,6 +304,7 @@ async fn start_server(
     args: ServerArgs,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<StartedServer> {
+    let extensions = args.extensions();
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
@@ -308,6 +333,7 @@ async fn start_server(
     };
     let server = apiserver::Server::start(store, config).await?;
     machine_admission::prepare(&server).await?;
+    gardener_admission::prepare(&server, extensions).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -362,6 +388,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Up(args) => run_up(args, launched).await,
             Command::Status(args) => status::run(args).await,
+            Command::Profile { what } => profile::run(what).await,
             Command::Server(args) => run_server(args).await,
             Command::ControllerManager(args) => controller_manager::run(*args).await,
             Command::Bench { what } => bench::run(what).await,

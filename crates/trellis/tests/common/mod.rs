@@ -59,10 +59,15 @@ pub fn curl(data: &Path, port: u16, path: &str) -> Output {
 /// Starts `trellis server` on `data` (TLS, the default) and waits until
 /// curl, trusting the generated CA, gets `/readyz`.
 pub fn start(data: &Path, extra: &[&str]) -> Running {
+    start_command("server", data, extra)
+}
+
+/// [`start`] for another serving command (`up`).
+pub fn start_command(command: &str, data: &Path, extra: &[&str]) -> Running {
     for _ in 0..3 {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_trellis"))
-            .arg("server")
+            .arg(command)
             .arg("--data-dir")
             .arg(data)
             .arg("--listen")
