@@ -15,9 +15,12 @@
 //!   machine and drain rounds.
 //! - [`safety`]: the safety controller's decisions — orphan VMs and nodes,
 //!   overshooting freezes, API-server outages.
+//! - [`backoff`]: how long a failed reconcile waits before its retry
+//!   (per-object exponential backoff and an overall token bucket).
 //! - [`run`]: the controllers wired to shared caches; [`leader`]: Lease
 //!   leader election; [`metrics`]: Prometheus metrics and readiness.
 
+pub mod backoff;
 pub mod controllers;
 pub mod deletion;
 pub mod drain;

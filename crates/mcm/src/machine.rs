@@ -3,7 +3,8 @@
 //! and userData substitution, the create-error handler, the status a health
 //! verdict leads to, node template sync as a patch, the deletion state
 //! machine (S1–S6) with its progress kept in an annotation, one round of a
-//! level-triggered drain, and the hot-update check.
+//! level-triggered drain, and the hot-update check. Where running without
+//! a target cluster changes a decision, "has target" is an input.
 //!
 //! Nothing here does I/O; `controllers::machine` gathers the facts, calls
 //! these functions and applies what they return.
@@ -16,9 +17,9 @@ use api::{
     MachineStatus, NodeTemplateSpec, format_duration, labels, parse_duration,
 };
 use chrono::{DateTime, Utc};
-use driver::{Code, MEDIUM_RETRY, Outcome, SHORT_RETRY, Step};
+use driver::{Code, LONG_RETRY, MEDIUM_RETRY, Outcome, SHORT_RETRY, Step};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Secret, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, Pod, Secret, Taint};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde_json::{Map, Value, json};
@@ -422,9 +423,29 @@ pub fn creation_patch(
     (patch != json!({})).then_some(patch)
 }
 
-/// Status of a machine whose VM now exists: `Pending` with lastOp
-/// Create/Processing (only from no phase or `CrashLoopBackOff`).
-pub fn pending_status(m: &Machine, now: DateTime<Utc>) -> Option<MachineStatus> {
+/// lastOperation description of a machine that is `Available` right after
+/// its VM was created, because there is no target cluster for it to join.
+pub const AVAILABLE_DESCRIPTION: &str =
+    "Created machine on cloud provider; no target cluster to join";
+
+/// Whether the provider told enough about a VM to record it: a providerID
+/// always, and a node name only where there is a target cluster whose Node
+/// it names (spec §2.1.3).
+pub fn vm_ids_complete(provider_id: &str, node_name: &str, has_target: bool) -> bool {
+    !provider_id.is_empty() && (!has_target || !node_name.is_empty())
+}
+
+/// Status of a machine whose VM now exists (only from no phase or
+/// `CrashLoopBackOff`). With a target cluster: `Pending` with lastOp
+/// Create/Processing, until its node joins. Without one there is nothing to
+/// join: `Available` with lastOp Create/Successful, and the provider's
+/// addresses recorded, since there is no Node to read them from.
+pub fn created_status(
+    m: &Machine,
+    has_target: bool,
+    addresses: &[NodeAddress],
+    now: DateTime<Utc>,
+) -> Option<MachineStatus> {
     let status = m.status.clone().unwrap_or_default();
     if !matches!(
         status.current_status.phase,
@@ -432,15 +453,76 @@ pub fn pending_status(m: &Machine, now: DateTime<Utc>) -> Option<MachineStatus> 
     ) {
         return None;
     }
-    let mut s = with_phase(&status, MachinePhase::Pending, true, now);
-    s.last_operation = last_op(
-        MachineOperationType::Create,
-        MachineState::Processing,
-        CREATING_DESCRIPTION,
-        None,
-        now,
-    );
-    Some(s)
+    Some(if has_target {
+        let mut s = with_phase(&status, MachinePhase::Pending, true, now);
+        s.last_operation = last_op(
+            MachineOperationType::Create,
+            MachineState::Processing,
+            CREATING_DESCRIPTION,
+            None,
+            now,
+        );
+        s
+    } else {
+        let mut s = with_phase(&status, MachinePhase::Available, false, now);
+        s.last_operation = last_op(
+            MachineOperationType::Create,
+            MachineState::Successful,
+            AVAILABLE_DESCRIPTION,
+            None,
+            now,
+        );
+        s.addresses = addresses.to_vec();
+        s
+    })
+}
+
+/// When to look at a machine again after its creation flow went through:
+/// with a target cluster at the creation timeout (for the health check
+/// to fail a machine that never joined), at most a health recheck away;
+/// without one nothing is pending, so only the steady-state resync.
+pub fn recheck_after_creation(
+    m: &Machine,
+    has_target: bool,
+    settings: &Settings,
+    now: DateTime<Utc>,
+) -> Duration {
+    if !has_target {
+        return LONG_RETRY;
+    }
+    settings
+        .creation_timeout
+        .saturating_sub(age(m, now))
+        .min(health::HEALTH_RECHECK)
+}
+
+/// Which parts of a live machine's pass run (spec §2, "Order").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveSteps {
+    /// Health, node sync and the "node deleted → delete the machine" rule:
+    /// only with a target cluster, once the machine names its node and has
+    /// a phase.
+    pub node: bool,
+    /// Hot update of the VM: it exists and the machine is neither new,
+    /// crash-looping nor failed.
+    pub hot_update: bool,
+    /// The creation flow: no VM recorded yet, or a phase that says the
+    /// creation has not gone through; never for a Failed machine, which is
+    /// about to be replaced (a new VM would only be deleted again).
+    pub create: bool,
+}
+
+/// The parts of a live machine's pass, from the machine as it is now. The
+/// executor asks again after the node checks, which may change the phase.
+pub fn live_steps(m: &Machine, has_target: bool) -> LiveSteps {
+    let phase = m.phase();
+    let created = !m.spec.provider_id.is_empty();
+    let early = matches!(phase, None | Some(MachinePhase::CrashLoopBackOff));
+    LiveSteps {
+        node: has_target && node_name(m).is_some() && phase.is_some(),
+        hot_update: created && !early && phase != Some(MachinePhase::Failed),
+        create: (!created || early) && phase != Some(MachinePhase::Failed),
+    }
 }
 
 // --- Health ---------------------------------------------------------------------
@@ -974,6 +1056,22 @@ pub fn deletion_transition(
             after: SHORT_RETRY,
             failure: None,
         },
+    }
+}
+
+/// Where a deletion goes without a target cluster (spec §2.4, "S1: no
+/// target → S4"): the steps that work on the machine's Node, its pods and
+/// volumes are passed over — S1, S2 and S3 go to S4, S5 to S6 — without
+/// looking at anything. `None`: the step runs as usual.
+pub fn skip_without_target(step: DeletionStep, has_target: bool) -> Option<Transition> {
+    use DeletionStep::*;
+    if has_target {
+        return None;
+    }
+    match step {
+        GetVmStatus | DrainNode | DeleteVolumeAttachments => Some(next(DeleteVm)),
+        DeleteNode => Some(next(RemoveFinalizer)),
+        DeleteVm | RemoveFinalizer => None,
     }
 }
 
@@ -1602,27 +1700,165 @@ mod tests {
     }
 
     #[test]
-    fn pending_only_from_new_or_crash_loop() {
+    fn created_status_is_pending_with_a_target_and_available_without() {
         use MachinePhase::*;
-        for (phase, want) in [
-            (None, true),
-            (Some(CrashLoopBackOff), true),
-            (Some(Pending), false),
-            (Some(Running), false),
-            (Some(Failed), false),
-        ] {
+        let addr = NodeAddress {
+            type_: "InternalIP".into(),
+            address: "10.0.0.7".into(),
+        };
+        // (phase before, has target, phase after or None, lastOp state)
+        let table = [
+            (None, true, Some(Pending), MachineState::Processing),
+            (
+                Some(CrashLoopBackOff),
+                true,
+                Some(Pending),
+                MachineState::Processing,
+            ),
+            (Some(Pending), true, None, MachineState::Processing),
+            (Some(Running), true, None, MachineState::Processing),
+            (Some(Failed), true, None, MachineState::Processing),
+            (None, false, Some(Available), MachineState::Successful),
+            (
+                Some(CrashLoopBackOff),
+                false,
+                Some(Available),
+                MachineState::Successful,
+            ),
+            (Some(Available), false, None, MachineState::Successful),
+            (Some(Failed), false, None, MachineState::Successful),
+        ];
+        for (before, has_target, after, state) in table {
             let mut m = Machine::test("m1");
-            if let Some(p) = phase {
+            if let Some(p) = before {
                 m = m.with_phase(p);
             }
-            let s = pending_status(&m, t(0));
-            assert_eq!(s.is_some(), want, "{phase:?}");
-            if let Some(s) = s {
-                assert_eq!(s.current_status.phase, Some(Pending));
+            let s = created_status(&m, has_target, std::slice::from_ref(&addr), t(0));
+            let case = format!("{before:?} target={has_target}");
+            assert_eq!(
+                s.as_ref().map(|s| s.current_status.phase),
+                after.map(Some),
+                "{case}"
+            );
+            let Some(s) = s else { continue };
+            assert_eq!(s.last_operation.state, Some(state), "{case}");
+            assert_eq!(
+                s.last_operation.type_,
+                Some(MachineOperationType::Create),
+                "{case}"
+            );
+            if has_target {
                 assert_eq!(s.last_operation.description, CREATING_DESCRIPTION);
-                assert_eq!(s.last_operation.state, Some(MachineState::Processing));
+                assert!(s.current_status.timeout_active, "the creation timeout runs");
+                assert!(s.addresses.is_empty(), "a node carries the addresses");
+            } else {
+                assert_eq!(s.last_operation.description, AVAILABLE_DESCRIPTION);
+                assert!(!s.current_status.timeout_active, "nothing to time out");
+                assert_eq!(s.addresses, vec![addr.clone()], "{case}");
             }
         }
+    }
+
+    #[test]
+    fn a_node_name_is_needed_only_with_a_target() {
+        // (providerID, node name, has target, complete)
+        let table = [
+            ("local:///a/1", "m1", true, true),
+            ("local:///a/1", "", true, false),
+            ("", "m1", true, false),
+            ("local:///a/1", "", false, true),
+            ("local:///a/1", "m1", false, true),
+            ("", "m1", false, false),
+            ("", "", false, false),
+        ];
+        for (pid, node, has_target, want) in table {
+            assert_eq!(
+                vm_ids_complete(pid, node, has_target),
+                want,
+                "{pid:?} {node:?} target={has_target}"
+            );
+        }
+    }
+
+    #[test]
+    fn recheck_after_creation_waits_for_the_join_only_with_a_target() {
+        let settings = Settings {
+            creation_timeout: Duration::from_secs(120),
+            ..Settings::default()
+        };
+        let m = created_at(Machine::test("m1"), 0);
+        // (seconds since creation, has target, wait)
+        let table = [
+            (0, true, Duration::from_secs(60)),
+            (100, true, Duration::from_secs(20)),
+            (500, true, Duration::ZERO),
+            (0, false, LONG_RETRY),
+            (500, false, LONG_RETRY),
+        ];
+        for (at, has_target, want) in table {
+            assert_eq!(
+                recheck_after_creation(&m, has_target, &settings, t(at)),
+                want,
+                "{at}s target={has_target}"
+            );
+        }
+    }
+
+    #[test]
+    fn live_steps_leave_nodes_alone_without_a_target() {
+        use MachinePhase::*;
+        let vm = |phase: Option<MachinePhase>| {
+            let m = Machine::test("m1")
+                .with_node("m1")
+                .provider_id("local:///a/1");
+            match phase {
+                Some(p) => m.with_phase(p),
+                None => m,
+            }
+        };
+        let steps = |node, hot_update, create| LiveSteps {
+            node,
+            hot_update,
+            create,
+        };
+        let table = [
+            // (machine, has target, want)
+            (Machine::test("m1"), true, steps(false, false, true)),
+            (Machine::test("m1"), false, steps(false, false, true)),
+            (vm(None), true, steps(false, false, true)),
+            (vm(Some(CrashLoopBackOff)), true, steps(true, false, true)),
+            (vm(Some(Pending)), true, steps(true, true, false)),
+            (vm(Some(Running)), true, steps(true, true, false)),
+            (vm(Some(Unknown)), true, steps(true, true, false)),
+            (vm(Some(Failed)), true, steps(true, false, false)),
+            // Without a target no node is ever looked at.
+            (vm(Some(Available)), false, steps(false, true, false)),
+            (vm(Some(Running)), false, steps(false, true, false)),
+            (vm(Some(Pending)), false, steps(false, true, false)),
+            (vm(Some(CrashLoopBackOff)), false, steps(false, false, true)),
+            (vm(Some(Failed)), false, steps(false, false, false)),
+            // A machine with a phase but no VM yet (a failed creation).
+            (
+                Machine::test("m1").with_phase(CrashLoopBackOff),
+                false,
+                steps(false, false, true),
+            ),
+        ];
+        for (m, has_target, want) in table {
+            assert_eq!(
+                live_steps(&m, has_target),
+                want,
+                "{:?} node={:?} target={has_target}",
+                m.phase(),
+                node_name(&m)
+            );
+        }
+    }
+
+    #[test]
+    fn userdata_without_a_target_carries_no_token() {
+        let out = substitute_user_data("t=<<BOOTSTRAP_TOKEN>> n=<<MACHINE_NAME>>", "", "m1");
+        assert_eq!(out, "t= n=m1");
     }
 
     fn node(conds: &[(&str, &str)]) -> Node {
@@ -1993,6 +2229,31 @@ mod tests {
         for (step, fact, secs, code) in failures {
             let got = deletion_transition(step, &fact, rx);
             assert!(failed(secs, code)(&got), "{step:?} {fact:?}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn deletion_skips_target_steps_without_a_target() {
+        use DeletionStep::*;
+        let nx = |step| Some(Transition::Next { step, note: None });
+        // (step, has target, transition)
+        let table = [
+            (GetVmStatus, false, nx(DeleteVm)),
+            (DrainNode, false, nx(DeleteVm)),
+            (DeleteVolumeAttachments, false, nx(DeleteVm)),
+            (DeleteVm, false, None),
+            (DeleteNode, false, nx(RemoveFinalizer)),
+            (RemoveFinalizer, false, None),
+        ];
+        for (step, has_target, want) in table {
+            assert_eq!(skip_without_target(step, has_target), want, "{step:?}");
+        }
+        for step in DeletionStep::ALL {
+            assert_eq!(
+                skip_without_target(step, true),
+                None,
+                "{step:?} with a target"
+            );
         }
     }
 

@@ -294,6 +294,35 @@ mod tests {
     }
 
     #[test]
+    fn availability_by_phase() {
+        use MachinePhase::*;
+        // (phase, counts as ready, counts as available). `Available` is the
+        // phase of a machine without a target cluster: its VM serves, there
+        // is no node to be Ready, and minReadySeconds (counted from a node
+        // turning Ready) does not apply.
+        let table = [
+            (Some(Running), true, true),
+            (Some(Available), false, true),
+            (Some(Pending), false, false),
+            (Some(Unknown), false, false),
+            (Some(Failed), false, false),
+            (Some(CrashLoopBackOff), false, false),
+            (None, false, false),
+        ];
+        for min_ready in [0, 30] {
+            for (phase, ready, available) in table {
+                let mut s = set(1);
+                s.spec.min_ready_seconds = min_ready;
+                let m = machine("m", phase, 0, &s);
+                let p = plan(&s, &[&m], t(1000));
+                let case = format!("{phase:?} minReady={min_ready}");
+                assert_eq!(p.status.ready_replicas, i32::from(ready), "{case}");
+                assert_eq!(p.status.available_replicas, i32::from(available), "{case}");
+            }
+        }
+    }
+
+    #[test]
     fn terminating_machines_do_not_count_as_active() {
         use MachinePhase::*;
         let s = set(2);

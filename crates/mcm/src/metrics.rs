@@ -14,7 +14,9 @@
 //! `mcm_machine_current_status_phase`,
 //! `mcm_cloud_api_driver_request_duration_seconds`,
 //! `mcm_cloud_api_driver_requests_failed_total`,
-//! `mcm_machine_drain_duration_seconds`. The rest are ours:
+//! `mcm_machine_drain_duration_seconds`, `mcm_workqueue_retries_total`
+//! (labelled by queue `name`, as upstream's workqueue metrics are). The
+//! rest are ours:
 //! `mcm_machines_by_phase`, `mcm_controller_reconcile_duration_seconds` and
 //! `mcm_controller_reconcile_errors_total`.
 
@@ -51,6 +53,12 @@ struct ControllerLabels {
     controller: &'static str,
 }
 
+/// Upstream's workqueue metrics name the queue `name`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    name: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     provider: String,
@@ -84,6 +92,7 @@ pub struct Metrics {
     registry: Registry,
     reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     reconcile_errors: Family<ControllerLabels, Counter>,
+    retries: Family<QueueLabels, Counter>,
     driver_duration: Family<CallLabels, Histogram, fn() -> Histogram>,
     driver_failed: Family<FailedCallLabels, Counter>,
     drain_duration: Histogram,
@@ -113,6 +122,7 @@ impl Metrics {
         let reconcile_duration: Family<ControllerLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(reconcile_buckets);
         let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        let retries = Family::<QueueLabels, Counter>::default();
         let driver_duration: Family<CallLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(driver_buckets);
         let driver_failed = Family::<FailedCallLabels, Counter>::default();
@@ -130,6 +140,11 @@ impl Metrics {
             "mcm_controller_reconcile_errors",
             "Reconciles that returned an error, per controller",
             reconcile_errors.clone(),
+        );
+        registry.register(
+            "mcm_workqueue_retries",
+            "Rate-limited requeues after failed reconciles, per controller queue",
+            retries.clone(),
         );
         registry.register(
             "mcm_cloud_api_driver_request_duration_seconds",
@@ -151,6 +166,7 @@ impl Metrics {
             registry,
             reconcile_duration,
             reconcile_errors,
+            retries,
             driver_duration,
             driver_failed,
             drain_duration,
@@ -176,6 +192,14 @@ impl Metrics {
         if failed {
             self.reconcile_errors.get_or_create(&labels).inc();
         }
+    }
+
+    /// Records a rate-limited requeue of a failed reconcile in
+    /// `controller`'s queue.
+    pub fn retried(&self, controller: &'static str) {
+        self.retries
+            .get_or_create(&QueueLabels { name: controller })
+            .inc();
     }
 
     /// Records a finished drain that took `took` since the deletion.
@@ -464,6 +488,7 @@ mod tests {
         let m = Metrics::new();
         m.reconciled("machine", Duration::from_millis(3), false);
         m.reconciled("machine", Duration::from_millis(3), true);
+        m.retried("machine");
         m.driver_call(
             "local",
             Call::CreateMachine,
@@ -475,6 +500,7 @@ mod tests {
         for want in [
             "mcm_controller_reconcile_duration_seconds_count{controller=\"machine\"} 2",
             "mcm_controller_reconcile_errors_total{controller=\"machine\"} 1",
+            "mcm_workqueue_retries_total{name=\"machine\"} 1",
             "mcm_cloud_api_driver_request_duration_seconds_count{provider=\"local\",operation=\"CreateMachine\"} 1",
             "mcm_cloud_api_driver_requests_failed_total{provider=\"local\",operation=\"CreateMachine\",error_code=\"ResourceExhausted\"} 1",
             "mcm_machine_drain_duration_seconds_count 1",

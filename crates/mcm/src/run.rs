@@ -92,14 +92,18 @@ where
 /// control cluster, and — given a driver — the machine controller against
 /// the control and target clusters, until `shutdown` resolves. Without a
 /// driver no machine is ever created or deleted for real; tests use that to
-/// stand in for the machine controller.
+/// stand in for the machine controller. `target` is the target cluster's
+/// client, or `None` to run without one (upstream's
+/// `--target-kubeconfig=none`): no Node is watched, and machines are
+/// `Available` once their VM exists.
 pub async fn run(
     control: kube::Client,
-    target: kube::Client,
+    target: impl Into<Option<kube::Client>>,
     config: Config,
     driver: Option<Arc<dyn driver::Driver>>,
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
 ) -> anyhow::Result<()> {
+    let target: Option<kube::Client> = target.into();
     let ns = config.namespace.clone();
     let metrics = config.metrics.clone();
     // Worker limits bound the load on the API servers and the provider
@@ -126,8 +130,14 @@ pub async fn run(
     // cluster, whose changes also trigger the machine they belong to.
     let (machine_deps, node_events) = match driver {
         Some(driver) => {
-            let (node_store, mut node_events) =
-                shared_watch(Api::<Node>::all(target.clone()), 1).await?;
+            let (node_store, node_events) = match &target {
+                Some(target) => {
+                    let (store, mut events) =
+                        shared_watch(Api::<Node>::all(target.clone()), 1).await?;
+                    (Some(store), events.pop())
+                }
+                None => (None, None),
+            };
             let recorder = Recorder::new(
                 control.clone(),
                 Reporter {
@@ -137,7 +147,7 @@ pub async fn run(
             );
             (
                 Some(MachineDeps::new(driver, node_store, recorder)),
-                node_events.pop(),
+                node_events,
             )
         }
         None => (None, None),
@@ -156,7 +166,13 @@ pub async fn run(
         .with_config(workers.clone())
         .graceful_shutdown_on(shutdown.clone())
         .run(
-            metrics.timed("machineset", controllers::machineset::reconcile),
+            metrics.timed(
+                controllers::machineset::NAME,
+                controllers::forgetting(
+                    controllers::machineset::NAME,
+                    controllers::machineset::reconcile,
+                ),
+            ),
             controllers::machineset::error_policy,
             ctx.clone(),
         )
@@ -167,8 +183,11 @@ pub async fn run(
         .graceful_shutdown_on(shutdown.clone())
         .run(
             metrics.timed(
-                "machinedeployment",
-                controllers::machinedeployment::reconcile,
+                controllers::machinedeployment::NAME,
+                controllers::forgetting(
+                    controllers::machinedeployment::NAME,
+                    controllers::machinedeployment::reconcile,
+                ),
             ),
             controllers::machinedeployment::error_policy,
             ctx.clone(),
@@ -177,28 +196,36 @@ pub async fn run(
     let safety = controllers::safety::run(ctx.clone(), safety_machine_events, shutdown.clone());
     let mc_metrics = metrics.clone();
     let mc_ctrl = async move {
-        let (Some(machine_events), Some(node_events)) = (mc_machine_events, node_events) else {
+        let Some(machine_events) = mc_machine_events else {
             return;
         };
         let (node_ctx, class_ctx) = (ctx.clone(), ctx.clone());
         let classes: Api<MachineClass> = Api::namespaced(control, &ns);
-        Controller::for_stream(machine_events, machine_store)
-            .watches_stream(node_events, move |node: Node| {
+        let mut mc = Controller::for_stream(machine_events, machine_store);
+        if let Some(node_events) = node_events {
+            mc = mc.watches_stream(node_events, move |node: Node| {
                 controllers::machine::machines_for_node(&node_ctx, &node)
-            })
-            .watches(classes, watcher::Config::default(), move |class| {
-                controllers::machine::machines_for_class(&class_ctx, &class)
-            })
-            .with_config(machine_workers)
-            .reconcile_all_on(ctx.safety.machine_requeues())
-            .graceful_shutdown_on(shutdown)
-            .run(
-                mc_metrics.timed("machine", controllers::machine::reconcile),
-                controllers::machine::error_policy,
-                ctx,
-            )
-            .for_each(|_| futures::future::ready(()))
-            .await;
+            });
+        }
+        mc.watches(classes, watcher::Config::default(), move |class| {
+            controllers::machine::machines_for_class(&class_ctx, &class)
+        })
+        .with_config(machine_workers)
+        .reconcile_all_on(ctx.safety.machine_requeues())
+        .graceful_shutdown_on(shutdown)
+        .run(
+            mc_metrics.timed(
+                controllers::machine::NAME,
+                controllers::forgetting(
+                    controllers::machine::NAME,
+                    controllers::machine::reconcile,
+                ),
+            ),
+            controllers::machine::error_policy,
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()))
+        .await;
     };
     // Every cache is synced by now (`shared_watch` waits for it).
     metrics.set_ready(true);

@@ -3,38 +3,19 @@
 //! machine Running after a short delay; a monitor samples the machines all
 //! the time and records any moment a rollout invariant is broken.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use api::{Machine, MachineDeployment, MachinePhase, MachineSet};
+use common::{server, wait_for};
 use futures::StreamExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
 use serde_json::json;
-
-async fn server() -> kube::Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    for crd in api::crds() {
-        apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
-            .await
-            .unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
-}
 
 /// Turns machines without a phase Running after `delay` (what the machine
 /// controller and a booting VM would do).
@@ -103,17 +84,6 @@ fn monitor(client: kube::Client, max_total: usize, min_running: usize) -> Monito
         }
     });
     Monitor { violations, armed }
-}
-
-async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn running(machines: &Api<Machine>, class: &str) -> usize {

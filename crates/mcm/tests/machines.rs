@@ -7,18 +7,20 @@
 //! Samplers watch the machines all the time and record every moment an
 //! invariant is broken, not only the end state.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineState, labels};
+use common::{fast_sim, system_namespaces};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use mcm::machine::DELETION_STEP;
-use nodesim::SimConfig;
 use parking_lot::Mutex;
 use provider_local::LocalProvider;
 use serde_json::{Value, json};
@@ -33,43 +35,9 @@ struct Env {
     nodes: Api<Node>,
 }
 
-/// Simulator timing compressed to test scale.
-fn fast_sim() -> SimConfig {
-    SimConfig {
-        lease_renew_interval: Duration::from_millis(300),
-        node_monitor_grace_period: Duration::from_secs(1),
-        tick: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        ..SimConfig::default()
-    }
-}
-
 async fn start(config: mcm::controllers::Config) -> Env {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    for crd in api::crds() {
-        apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
-            .await
-            .unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut kc = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    kc.default_retry = false;
-    let client = kube::Client::try_from(kc).unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in ["kube-system", "kube-node-lease"] {
-        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        let _ = namespaces.create(&PostParams::default(), &obj).await;
-    }
+    let client = common::server().await;
+    system_namespaces(&client).await;
     let provider =
         LocalProvider::with_config(client.clone(), client.clone(), "trellis", fast_sim())
             .await

@@ -5,6 +5,8 @@
 //! deployment and thaws again, and the API-server freeze stops the machine
 //! controller and moves health clocks past the outage.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,61 +16,28 @@ use api::{
     ConditionStatus, Machine, MachineClass, MachineDeployment, MachineDeploymentConditionType,
     MachinePhase, MachineSet, MachineSetConditionType, labels, machine_deployment_reasons,
 };
+use common::{fast_sim, system_namespaces, wait_for};
 use driver::{CreateMachineRequest, Driver};
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Recorder, Reporter};
 use mcm::controllers::safety::{self, Probe};
 use mcm::controllers::{Config, Context, MachineDeps};
 use mcm::safety::Outage;
-use nodesim::SimConfig;
 use parking_lot::Mutex;
 use provider_local::LocalProvider;
 use serde_json::json;
 
 const NS: &str = "default";
 
-/// Simulator timing compressed to test scale.
-fn fast_sim() -> SimConfig {
-    SimConfig {
-        lease_renew_interval: Duration::from_millis(300),
-        node_monitor_grace_period: Duration::from_secs(1),
-        tick: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        ..SimConfig::default()
-    }
-}
-
-/// The embedded API server with the machine CRDs; a client for it.
+/// The embedded API server with the machine CRDs and the system
+/// namespaces; a client for it.
 async fn server() -> kube::Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    for crd in api::crds() {
-        apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
-            .await
-            .unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut kc = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    kc.default_retry = false;
-    let client = kube::Client::try_from(kc).unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in ["kube-system", "kube-node-lease"] {
-        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        let _ = namespaces.create(&PostParams::default(), &obj).await;
-    }
+    let client = common::server().await;
+    system_namespaces(&client).await;
     client
 }
 
@@ -120,17 +89,6 @@ async fn class(client: &kube::Client) -> (MachineClass, Secret) {
         .await
         .unwrap();
     (class, secret)
-}
-
-async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// A VM made straight through the driver, as if someone (or a crashed
@@ -488,24 +446,28 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
             == 2
     })
     .await;
+    // Events are recorded after the writes waited on above, so they may
+    // arrive a moment later.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
-    let reasons: BTreeSet<String> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reporting_controller.as_deref() == Some(safety::REPORTER))
-        .filter_map(|e| e.reason)
-        .collect();
-    for want in [
+    let wanted = [
         "FrozeMachineSet",
         "UnfrozeMachineSet",
         "FrozeMachineDeployment",
         "UnfrozeMachineDeployment",
-    ] {
-        assert!(reasons.contains(want), "{want} missing from {reasons:?}");
-    }
+    ];
+    wait_for("the freeze and thaw events", 10, async || {
+        let reasons: BTreeSet<String> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reporting_controller.as_deref() == Some(safety::REPORTER))
+            .filter_map(|e| e.reason)
+            .collect();
+        wanted.iter().all(|w| reasons.contains(*w))
+    })
+    .await;
 
     // The unfreeze annotation forces a thaw and is removed.
     extra_machines(&machines, &set, &["y0", "y1", "y2"]).await;

@@ -144,8 +144,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub control_kubeconfig: Option<PathBuf>,
     /// Kubeconfig of the target cluster (Nodes, Pods, volumes). Default:
-    /// the control's; without either, in-cluster or $KUBECONFIG.
-    #[arg(long, value_name = "FILE")]
+    /// the control's; without either, in-cluster or $KUBECONFIG. `none`
+    /// runs without a target cluster: machines are `Available` as soon as
+    /// their VM exists, and no Node is drained, synced or watched.
+    #[arg(long, value_name = "FILE|none")]
     pub target_kubeconfig: Option<PathBuf>,
     /// Run only while holding the `machine-controller-manager` Lease in the
     /// namespace (--leader-elect=false to run unconditionally).
@@ -182,15 +184,47 @@ pub async fn client_from(path: &Path) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config).with_context(|| format!("a client for {}", path.display()))
 }
 
-async fn clients(args: &Args) -> anyhow::Result<(kube::Client, kube::Client)> {
-    let control_path = args
-        .control_kubeconfig
-        .as_ref()
-        .or(args.target_kubeconfig.as_ref());
-    let target_path = args
-        .target_kubeconfig
-        .as_ref()
-        .or(args.control_kubeconfig.as_ref());
+/// The value of `--target-kubeconfig` that disables the target cluster
+/// (upstream's spelling).
+pub const NO_TARGET: &str = "none";
+
+/// Where the clients come from: the control kubeconfig (or `None` for
+/// in-cluster / $KUBECONFIG), and the target's — `None` for the control
+/// cluster itself, or no target cluster at all.
+#[derive(Debug, PartialEq)]
+enum Kubeconfigs<'a> {
+    Target {
+        control: Option<&'a Path>,
+        target: Option<&'a Path>,
+    },
+    NoTarget {
+        control: Option<&'a Path>,
+    },
+}
+
+/// Each flag falls back on the other (upstream's rule), except that
+/// `--target-kubeconfig none` is not a file.
+fn kubeconfigs(args: &Args) -> Kubeconfigs<'_> {
+    let control = args.control_kubeconfig.as_deref();
+    match args.target_kubeconfig.as_deref() {
+        Some(p) if p == Path::new(NO_TARGET) => Kubeconfigs::NoTarget { control },
+        target => {
+            let control_path = control.or(target);
+            Kubeconfigs::Target {
+                control: control_path,
+                target: target.or(control).filter(|t| Some(*t) != control_path),
+            }
+        }
+    }
+}
+
+/// The control client, and the target client (`None` without a target
+/// cluster).
+async fn clients(args: &Args) -> anyhow::Result<(kube::Client, Option<kube::Client>)> {
+    let (control_path, target_path, has_target) = match kubeconfigs(args) {
+        Kubeconfigs::Target { control, target } => (control, target, true),
+        Kubeconfigs::NoTarget { control } => (control, None, false),
+    };
     let control = match control_path {
         Some(p) => client_from(p).await?,
         None => kube::Client::try_default()
@@ -198,8 +232,9 @@ async fn clients(args: &Args) -> anyhow::Result<(kube::Client, kube::Client)> {
             .context("no --control-kubeconfig, and no in-cluster config or $KUBECONFIG")?,
     };
     let target = match target_path {
-        Some(p) if Some(p) != control_path => client_from(p).await?,
-        _ => control.clone(),
+        Some(p) => Some(client_from(p).await?),
+        None if has_target => Some(control.clone()),
+        None => None,
     };
     Ok((control, target))
 }
@@ -215,15 +250,20 @@ pub fn shutdown_pair() -> (
 
 /// Runs every controller with the local provider (its simulated nodes in
 /// the target cluster, its VM inventory in the control cluster) until
-/// `shutdown` resolves and the controllers have wound down.
+/// `shutdown` resolves and the controllers have wound down. `target` is
+/// `None` to run without a target cluster; the local provider's VMs still
+/// boot simulated kubelets, which then register with the control cluster,
+/// where the controllers never look at them.
 pub async fn run_controllers(
     control: kube::Client,
-    target: kube::Client,
+    target: impl Into<Option<kube::Client>>,
     config: Config,
     cluster_name: String,
     shutdown: Shared<BoxFuture<'static, ()>>,
 ) -> anyhow::Result<()> {
-    let provider = LocalProvider::new(control.clone(), target.clone(), &cluster_name)
+    let target: Option<kube::Client> = target.into();
+    let vm_cluster = target.clone().unwrap_or_else(|| control.clone());
+    let provider = LocalProvider::new(control.clone(), vm_cluster, &cluster_name)
         .await
         .context("starting the local provider")?;
     let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
@@ -292,6 +332,9 @@ pub async fn serve_telemetry(
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let (control, target) = clients(&args).await?;
+    if target.is_none() {
+        tracing::info!("running without a target cluster (--target-kubeconfig none)");
+    }
     let addr = serve_telemetry(args.metrics_listen, metrics.clone()).await?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     let config = args.controllers.config(metrics.clone());
@@ -370,4 +413,74 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     tracing::info!("controllers stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(argv: &[&str]) -> Args {
+        Cli::try_parse_from(std::iter::once("controller-manager").chain(argv.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn target_kubeconfig_none_disables_the_target() {
+        let (c, t) = (Path::new("c.yaml"), Path::new("t.yaml"));
+        let table: Vec<(&[&str], Kubeconfigs)> = vec![
+            (
+                &[],
+                Kubeconfigs::Target {
+                    control: None,
+                    target: None,
+                },
+            ),
+            (
+                &["--control-kubeconfig", "c.yaml"],
+                Kubeconfigs::Target {
+                    control: Some(c),
+                    target: None,
+                },
+            ),
+            (
+                &["--target-kubeconfig", "t.yaml"],
+                Kubeconfigs::Target {
+                    control: Some(t),
+                    target: None,
+                },
+            ),
+            (
+                &[
+                    "--control-kubeconfig",
+                    "c.yaml",
+                    "--target-kubeconfig",
+                    "t.yaml",
+                ],
+                Kubeconfigs::Target {
+                    control: Some(c),
+                    target: Some(t),
+                },
+            ),
+            (
+                &["--target-kubeconfig", "none"],
+                Kubeconfigs::NoTarget { control: None },
+            ),
+            (
+                &["--target-kubeconfig=none", "--control-kubeconfig", "c.yaml"],
+                Kubeconfigs::NoTarget { control: Some(c) },
+            ),
+        ];
+        for (argv, want) in table {
+            let args = parse(argv);
+            assert_eq!(kubeconfigs(&args), want, "{argv:?}");
+        }
+    }
 }

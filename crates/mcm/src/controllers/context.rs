@@ -1,17 +1,23 @@
 //! What every controller shares: API clients, the machine cache, settings,
-//! and the record of writes not yet visible in the caches (expectations);
-//! plus what only the machine controller needs ([`MachineDeps`]).
+//! the record of writes not yet visible in the caches (expectations) and
+//! the backoff of failed reconciles; plus what only the machine controller
+//! needs ([`MachineDeps`]).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::{Machine, MachineSet};
 use k8s_openapi::api::core::v1::Node;
+use kube::Resource;
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use parking_lot::Mutex;
 
+use crate::backoff::RateLimiter;
 use crate::machine::{EvictRecord, Settings};
 use crate::metrics::Metrics;
 
@@ -83,6 +89,8 @@ pub enum Error {
     Encode(String),
     #[error("freezing or unfreezing {0} failed: its Frozen condition kept conflicting")]
     FreezeConflict(String),
+    #[error("a step that works on the target cluster ran without one")]
+    NoTarget,
 }
 
 impl Error {
@@ -147,6 +155,79 @@ impl Expectations {
     }
 }
 
+/// The backoff of failed reconciles: one [`RateLimiter`] per controller
+/// (as client-go has one per work queue), keyed by `namespace/name`.
+#[derive(Default)]
+pub struct ErrorRequeues {
+    limiters: Mutex<HashMap<&'static str, RateLimiter<String>>>,
+}
+
+impl ErrorRequeues {
+    /// Records a failed reconcile of `key` in `controller` at `now`;
+    /// returns how long it waits before the retry.
+    pub fn failed(&self, controller: &'static str, key: &str, now: Instant) -> Duration {
+        self.limiters
+            .lock()
+            .entry(controller)
+            .or_default()
+            .when(&key.to_string(), now)
+    }
+
+    /// `key` reconciled successfully in `controller`: its next failure
+    /// starts over at the base delay.
+    pub fn succeeded(&self, controller: &'static str, key: &str) {
+        if let Some(l) = self.limiters.lock().get_mut(controller) {
+            l.forget(&key.to_string());
+        }
+    }
+
+    /// Failures of `key` in `controller` since its last success.
+    pub fn failures(&self, controller: &'static str, key: &str) -> u32 {
+        self.limiters
+            .lock()
+            .get(controller)
+            .map_or(0, |l| l.failures(&key.to_string()))
+    }
+}
+
+/// The backoff key of an object: `namespace/name`, as a work queue's.
+pub fn requeue_key<K: Resource>(obj: &K) -> String {
+    let meta = obj.meta();
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// A reconcile wrapped by [`forgetting`].
+pub type ReconcileFuture = Pin<Box<dyn Future<Output = Result<Action, Error>> + Send>>;
+
+/// Wraps `controller`'s reconciler so that a successful reconcile forgets
+/// the object's past failures (client-go's `Forget`), whatever requeue it
+/// asks for.
+pub fn forgetting<K, F, Fut>(
+    controller: &'static str,
+    mut reconcile: F,
+) -> impl FnMut(Arc<K>, Arc<Context>) -> ReconcileFuture
+where
+    K: Resource,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    move |obj, ctx| {
+        let key = requeue_key(obj.as_ref());
+        let fut = reconcile(obj, ctx.clone());
+        Box::pin(async move {
+            let result = fut.await;
+            if result.is_ok() {
+                ctx.requeues.succeeded(controller, &key);
+            }
+            result
+        })
+    }
+}
+
 /// What the machine controller needs beyond the shared context. Absent
 /// when the controllers run without a driver (the machine set and
 /// deployment tests stand in for the machine controller themselves).
@@ -154,8 +235,8 @@ pub struct MachineDeps {
     /// The provider, linked in-process as upstream does.
     pub driver: Arc<dyn driver::Driver>,
     /// The target cluster's Nodes, filled by the watch that also triggers
-    /// the machine controller.
-    pub nodes: Store<Node>,
+    /// the machine controller; `None` without a target cluster.
+    pub nodes: Option<Store<Node>>,
     /// Events on machines (reporter `machine-controller`).
     pub recorder: Recorder,
     /// Per deleting machine (by UID), what its drain remembers per pod
@@ -168,10 +249,16 @@ pub struct MachineDeps {
 }
 
 impl MachineDeps {
-    pub fn new(driver: Arc<dyn driver::Driver>, nodes: Store<Node>, recorder: Recorder) -> Self {
+    /// `nodes` is the target cluster's Node cache, or `None` without a
+    /// target cluster.
+    pub fn new(
+        driver: Arc<dyn driver::Driver>,
+        nodes: impl Into<Option<Store<Node>>>,
+        recorder: Recorder,
+    ) -> Self {
         MachineDeps {
             driver,
-            nodes,
+            nodes: nodes.into(),
             recorder,
             drains: Mutex::new(HashMap::new()),
             health_locks: Mutex::new(HashMap::new()),
@@ -195,8 +282,11 @@ pub const REPORTER: &str = "machine-controller-manager";
 pub struct Context {
     /// The control cluster: machines, sets, deployments, classes.
     pub control: kube::Client,
-    /// The target cluster: nodes, pods, volumes.
-    pub target: kube::Client,
+    /// The target cluster: nodes, pods, volumes, bootstrap tokens. `None`
+    /// runs without one (upstream's `--target-kubeconfig=none`): machines
+    /// are `Available` as soon as their VM exists, and nothing is drained,
+    /// synced or probed there.
+    pub target: Option<kube::Client>,
     pub machines: Store<Machine>,
     pub sets: Store<MachineSet>,
     pub config: Config,
@@ -209,12 +299,16 @@ pub struct Context {
     /// API-server reachability and the machine controller's freeze, kept
     /// by the safety controller.
     pub safety: super::safety::SafetyState,
+    /// The backoff of failed reconciles, per controller and object.
+    pub requeues: ErrorRequeues,
 }
 
 impl Context {
+    /// `target` is the target cluster's client, or `None` to run without
+    /// one.
     pub fn new(
         control: kube::Client,
-        target: kube::Client,
+        target: impl Into<Option<kube::Client>>,
         machines: Store<Machine>,
         sets: Store<MachineSet>,
         config: Config,
@@ -229,7 +323,7 @@ impl Context {
         );
         Arc::new(Context {
             control,
-            target,
+            target: target.into(),
             recorder,
             machines,
             sets,
@@ -237,7 +331,24 @@ impl Context {
             expectations: Expectations::default(),
             machine,
             safety: super::safety::SafetyState::default(),
+            requeues: ErrorRequeues::default(),
         })
+    }
+
+    /// Whether a target cluster is configured.
+    pub fn has_target(&self) -> bool {
+        self.target.is_some()
+    }
+
+    /// The requeue of an object whose reconcile by `controller` failed:
+    /// rate limited per object and overall ([`crate::backoff`]), and
+    /// counted in the retry metric.
+    pub fn error_requeue<K: Resource>(&self, controller: &'static str, obj: &K) -> Duration {
+        let after = self
+            .requeues
+            .failed(controller, &requeue_key(obj), Instant::now());
+        self.config.metrics.retried(controller);
+        after
     }
 
     /// Cached machine sets controlled by the deployment with `uid`.
@@ -268,5 +379,77 @@ impl Context {
                     .any(|o| o.controller == Some(true) && o.uid == uid)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn error_requeues_are_kept_per_controller_and_object() {
+        let r = ErrorRequeues::default();
+        let t0 = Instant::now();
+        // (controller, key, forget it first, expected wait)
+        let table = [
+            ("machine", "ns/a", false, ms(5)),
+            ("machine", "ns/a", false, ms(10)),
+            ("machineset", "ns/a", false, ms(5)),
+            ("machine", "ns/b", false, ms(5)),
+            ("machine", "ns/a", false, ms(20)),
+            ("machine", "ns/a", true, ms(5)),
+            ("machineset", "ns/a", false, ms(10)),
+        ];
+        for (i, (controller, key, forget, want)) in table.into_iter().enumerate() {
+            if forget {
+                r.succeeded(controller, key);
+            }
+            assert_eq!(r.failed(controller, key, t0), want, "case {i}");
+        }
+        assert_eq!(r.failures("machine", "ns/a"), 1);
+        assert_eq!(r.failures("machineset", "ns/a"), 2);
+        assert_eq!(r.failures("machinedeployment", "ns/a"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_successful_reconcile_forgets_past_failures() {
+        // Never connected to: nothing here makes a request.
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let (machines, _) = reflector::store::<Machine>();
+        let (sets, _) = reflector::store::<MachineSet>();
+        let ctx = Context::new(client, None, machines, sets, Config::default(), None);
+        assert!(!ctx.has_target());
+        let m = Arc::new(Machine::test("m1"));
+        assert_eq!(requeue_key(m.as_ref()), "default/m1");
+        assert_eq!(ctx.error_requeue("machine", m.as_ref()), ms(5));
+        assert_eq!(ctx.error_requeue("machine", m.as_ref()), ms(10));
+
+        // A failing reconcile leaves the count to the error policy.
+        let mut failing = forgetting("machine", |_: Arc<Machine>, _| async {
+            Err(Error::NoTarget)
+        });
+        assert!(failing(m.clone(), ctx.clone()).await.is_err());
+        assert_eq!(ctx.requeues.failures("machine", "default/m1"), 2);
+
+        // Success, whatever requeue it asks for, starts the object over.
+        let mut ok = forgetting("machine", |_: Arc<Machine>, _| async {
+            Ok(Action::requeue(Duration::from_secs(30)))
+        });
+        assert!(ok(m.clone(), ctx.clone()).await.is_ok());
+        assert_eq!(ctx.requeues.failures("machine", "default/m1"), 0);
+        assert_eq!(ctx.error_requeue("machine", m.as_ref()), ms(5));
+
+        let text = ctx.config.metrics.encode();
+        assert!(
+            text.contains("mcm_workqueue_retries_total{name=\"machine\"} 3"),
+            "{text}"
+        );
     }
 }

@@ -13,8 +13,14 @@
 //! deletions), and the creation flow asks `GetMachineStatus` before
 //! `CreateMachine`, so no crash duplicates or loses a VM.
 //!
+//! Without a target cluster (`Context::target` is `None`) the planners keep
+//! every target step out of the pass: no bootstrap token, health check,
+//! node sync or drain; a machine is `Available` with the provider's
+//! addresses once its VM exists, and deletion goes S1 → S4 → S6.
+//!
 //! Requeues are returned; every status write also triggers the next pass
-//! through the shared machine watch.
+//! through the shared machine watch. A failed pass is retried after the
+//! machine's backoff (`crate::backoff`), which a successful pass resets.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -119,16 +125,22 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
     }
 }
 
-/// Conflicts are retried almost at once (newer facts are in the cache by
-/// then); anything else after the short period.
-pub fn error_policy(machine: Arc<Machine>, err: &Error, _ctx: Arc<Context>) -> Action {
+/// The controller's name in metrics and its backoff.
+pub const NAME: &str = "machine";
+
+/// Failures are retried after the machine's backoff (see
+/// [`crate::backoff`]). A conflict waits at least [`CONFLICT_RETRY`], so
+/// that the cache has caught up with the write that won; its first retries
+/// would otherwise come sooner and only conflict again.
+pub fn error_policy(machine: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
+    let after = ctx.error_requeue(NAME, machine.as_ref());
     if let Error::Api { source, .. } = err
         && is_status(source, 409)
     {
-        return Action::requeue(CONFLICT_RETRY);
+        return Action::requeue(after.max(CONFLICT_RETRY));
     }
-    tracing::warn!(machine = %machine.name_any(), error = %err, "machine reconcile failed");
-    Action::requeue(SHORT_RETRY)
+    tracing::warn!(machine = %machine.name_any(), error = %err, retry_in = ?after, "machine reconcile failed");
+    Action::requeue(after)
 }
 
 /// Maps a Node to the machines it belongs to: those whose `node` label
@@ -255,18 +267,30 @@ impl<'a> Scope<'a> {
 
     // --- Reads --------------------------------------------------------------
 
-    fn cached_node(&self, name: &str) -> Option<Arc<Node>> {
-        self.deps.nodes.get(&ObjectRef::new(name))
+    /// Whether there is a target cluster: without one, no Node, pod, volume
+    /// or bootstrap token is ever looked at.
+    fn has_target(&self) -> bool {
+        self.ctx.has_target()
     }
 
-    fn nodes(&self) -> Api<Node> {
-        Api::all(self.ctx.target.clone())
+    /// The target cluster's client. The planners keep every target step
+    /// out of a pass without a target, so the error is a bug guard.
+    fn target(&self) -> Result<kube::Client, NoTarget> {
+        self.ctx.target.clone().ok_or(NoTarget)
+    }
+
+    fn cached_node(&self, name: &str) -> Option<Arc<Node>> {
+        self.deps.nodes.as_ref()?.get(&ObjectRef::new(name))
+    }
+
+    fn nodes(&self) -> Result<Api<Node>, NoTarget> {
+        Ok(Api::all(self.target()?))
     }
 
     /// The node, read from the API: the deletion flow acts on it and must
     /// not act on a stale copy.
     async fn live_node(&self, name: &str) -> Result<Option<Node>, Error> {
-        self.nodes()
+        self.nodes()?
             .get_opt(name)
             .await
             .map_err(|e| Error::api(format!("node {name}"), e))
@@ -330,8 +354,9 @@ impl<'a> Scope<'a> {
             return self.invalid(problem).await;
         }
         let mut next = LONG_RETRY;
-        let phase = self.machine.phase();
-        if let (Some(node_name), Some(_)) = (decide::node_name(&self.machine), phase) {
+        if decide::live_steps(&self.machine, self.has_target()).node
+            && let Some(node_name) = decide::node_name(&self.machine)
+        {
             let node_name = node_name.to_string();
             let node = self.cached_node(&node_name);
             if self.node_deleted(node.as_deref(), &node_name).await? {
@@ -342,22 +367,14 @@ impl<'a> Scope<'a> {
                 self.sync_node(&node).await?;
             }
         }
-        let phase = self.machine.phase();
-        let created = !self.machine.spec.provider_id.is_empty();
-        if created
-            && !matches!(
-                phase,
-                None | Some(MachinePhase::CrashLoopBackOff) | Some(MachinePhase::Failed)
-            )
+        // Health may have changed the phase.
+        let steps = decide::live_steps(&self.machine, self.has_target());
+        if steps.hot_update
             && let Some(after) = self.hot_update(&class, &secret).await?
         {
             next = next.min(after);
         }
-        // A Failed machine is about to be replaced; creating its VM now
-        // would only make the deletion flow delete it again.
-        if (!created || matches!(phase, None | Some(MachinePhase::CrashLoopBackOff)))
-            && phase != Some(MachinePhase::Failed)
-        {
+        if steps.create {
             next = next.min(self.create(&class, &secret).await?);
         }
         Ok(requeue(next))
@@ -459,7 +476,7 @@ impl<'a> Scope<'a> {
     async fn first_join(&mut self) -> Result<(), Error> {
         let id = decide::bootstrap_token_id(&self.name);
         let secrets: Api<Secret> =
-            Api::namespaced(self.ctx.target.clone(), decide::BOOTSTRAP_TOKEN_NAMESPACE);
+            Api::namespaced(self.target()?, decide::BOOTSTRAP_TOKEN_NAMESPACE);
         match secrets
             .delete(
                 &decide::bootstrap_token_secret_name(&id),
@@ -581,7 +598,7 @@ impl<'a> Scope<'a> {
             return Ok(());
         };
         match self
-            .nodes()
+            .nodes()?
             .patch(&node_name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
@@ -648,7 +665,7 @@ impl<'a> Scope<'a> {
         let id = decide::bootstrap_token_id(&self.name);
         let secret_name = decide::bootstrap_token_secret_name(&id);
         let secrets: Api<Secret> =
-            Api::namespaced(self.ctx.target.clone(), decide::BOOTSTRAP_TOKEN_NAMESPACE);
+            Api::namespaced(self.target()?, decide::BOOTSTRAP_TOKEN_NAMESPACE);
         let read = |e| Error::api(format!("bootstrap token {secret_name}"), e);
         if let Some(token) = secrets
             .get_opt(&secret_name)
@@ -689,7 +706,12 @@ impl<'a> Scope<'a> {
     /// The creation flow (spec §2.1); returns when to look again.
     async fn create(&mut self, class: &MachineClass, secret: &Secret) -> Result<Duration, Error> {
         let user_data = decide::secret_value(secret, labels::USER_DATA_KEY).unwrap_or_default();
-        let token = self.bootstrap_token().await?;
+        // Without a target cluster there is nothing to join, so no token.
+        let token = if self.has_target() {
+            self.bootstrap_token().await?
+        } else {
+            String::new()
+        };
         let driver_secret = decide::with_user_data(
             secret,
             &decide::substitute_user_data(&user_data, &token, &self.name),
@@ -700,6 +722,9 @@ impl<'a> Scope<'a> {
             .unwrap_or_default()
             .to_string();
         let mut initialize = false;
+        // The provider's addresses of the VM; recorded only without a
+        // target cluster, where no Node carries them.
+        let mut addresses = Vec::new();
         let status = driver
             .get_machine_status(GetMachineStatusRequest {
                 machine: &self.machine,
@@ -710,6 +735,7 @@ impl<'a> Scope<'a> {
         match status {
             Ok(r) => {
                 // The VM exists: adopt it.
+                addresses = r.addresses;
                 if !r.provider_id.is_empty() {
                     provider_id = r.provider_id;
                 }
@@ -733,7 +759,8 @@ impl<'a> Scope<'a> {
                     tracing::info!(machine = %self.name, provider_id = %r.provider_id, "VM created");
                     self.event(false, "Created", format!("Created VM {}", r.provider_id))
                         .await;
-                    if r.node_name != self.name
+                    if self.has_target()
+                        && r.node_name != self.name
                         && !r.node_name.is_empty()
                         && self.live_node(&r.node_name).await?.is_some()
                     {
@@ -741,6 +768,7 @@ impl<'a> Scope<'a> {
                     }
                     provider_id = r.provider_id;
                     node_name = r.node_name;
+                    addresses = r.addresses;
                     initialize = true;
                 }
                 // The machine already names its VM; keep it.
@@ -771,6 +799,9 @@ impl<'a> Scope<'a> {
                     if provider_id.is_empty() {
                         provider_id = r.provider_id;
                     }
+                    if !r.addresses.is_empty() {
+                        addresses = r.addresses;
+                    }
                     if node_name.is_empty() {
                         node_name = r.node_name;
                     }
@@ -797,7 +828,7 @@ impl<'a> Scope<'a> {
                 },
             }
         }
-        if provider_id.is_empty() || node_name.is_empty() {
+        if !decide::vm_ids_complete(&provider_id, &node_name, self.has_target()) {
             let e = DriverError::new(
                 Code::Internal,
                 "the provider reported no providerID or node name for the VM",
@@ -812,14 +843,17 @@ impl<'a> Scope<'a> {
         ) {
             self.patch(&p).await?;
         }
-        if let Some(st) = decide::pending_status(&self.machine, self.now) {
+        if let Some(st) =
+            decide::created_status(&self.machine, self.has_target(), &addresses, self.now)
+        {
             self.write_status(st).await?;
         }
-        let left = self
-            .settings
-            .creation_timeout
-            .saturating_sub(decide::age(&self.machine, self.now));
-        Ok(left.min(HEALTH_RECHECK))
+        Ok(decide::recheck_after_creation(
+            &self.machine,
+            self.has_target(),
+            &self.settings,
+            self.now,
+        ))
     }
 
     /// The create-error handler (spec §2.1).
@@ -899,18 +933,25 @@ impl<'a> Scope<'a> {
             }
         };
         loop {
-            let fact = match self.step_fact(step).await? {
-                Ok(fact) => fact,
-                Err(problem) => {
-                    // The class or secret is gone: the driver cannot be
-                    // called; wait for someone to restore it.
-                    self.step_failed(step, &problem, None).await?;
-                    return Ok(requeue(MEDIUM_RETRY));
+            let transition = match decide::skip_without_target(step, self.has_target()) {
+                Some(skip) => skip,
+                None => {
+                    let fact = match self.step_fact(step).await? {
+                        Ok(fact) => fact,
+                        Err(problem) => {
+                            // The class or secret is gone: the driver
+                            // cannot be called; wait for someone to
+                            // restore it.
+                            self.step_failed(step, &problem, None).await?;
+                            return Ok(requeue(MEDIUM_RETRY));
+                        }
+                    };
+                    decide::deletion_transition(step, &fact, self.settings.resource_exhausted_retry)
                 }
             };
-            match decide::deletion_transition(step, &fact, self.settings.resource_exhausted_retry) {
+            match transition {
                 Transition::Next { step: next, note } => {
-                    if step == DeletionStep::DrainNode {
+                    if step == DeletionStep::DrainNode && self.has_target() {
                         self.drained();
                     }
                     self.set_step(next).await?;
@@ -980,7 +1021,7 @@ impl<'a> Scope<'a> {
             return Ok(());
         };
         let p = json!({"status": {"conditions": [c]}});
-        self.nodes()
+        self.nodes()?
             .patch_status(
                 &node.name_any(),
                 &PatchParams::default(),
@@ -1038,8 +1079,8 @@ impl<'a> Scope<'a> {
         let by_label = self
             .deps
             .nodes
-            .state()
-            .into_iter()
+            .iter()
+            .flat_map(|nodes| nodes.state())
             .find(|n| n.labels().get(labels::NODE_MACHINE_NAME) == Some(&self.name));
         if let Some(node) = by_label {
             let p = json!({"metadata": {"labels": {labels::NODE: node.name_any()}}});
@@ -1099,7 +1140,7 @@ impl<'a> Scope<'a> {
         if node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true) {
             let p = json!({"spec": {"unschedulable": true}});
             if let Err(e) = self
-                .nodes()
+                .nodes()?
                 .patch(&node_name, &PatchParams::default(), &Patch::Merge(&p))
                 .await
                 && !is_status(&e, 404)
@@ -1110,7 +1151,7 @@ impl<'a> Scope<'a> {
                 });
             }
         }
-        let pods: Api<Pod> = Api::all(self.ctx.target.clone());
+        let pods: Api<Pod> = Api::all(self.target()?);
         let on_node = pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={node_name}")))
             .await
@@ -1265,7 +1306,11 @@ impl<'a> Scope<'a> {
     async fn act_on_pod(&self, action: &PodAction, pod: &Pod) -> PodOutcome {
         let ns = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
-        let pods: Api<Pod> = Api::namespaced(self.ctx.target.clone(), &ns);
+        let target = match self.target() {
+            Ok(t) => t,
+            Err(NoTarget) => return PodOutcome::Failed(Error::NoTarget.to_string()),
+        };
+        let pods: Api<Pod> = Api::namespaced(target, &ns);
         let result = match action {
             PodAction::Evict(_) => pods.evict(&name, &EvictParams::default()).await.map(|_| ()),
             PodAction::Delete(_) => pods
@@ -1306,7 +1351,7 @@ impl<'a> Scope<'a> {
     /// The name of a misconfigured PodDisruptionBudget covering the pod.
     async fn misconfigured_pdb(&self, pod: &Pod) -> Option<String> {
         let ns = pod.namespace().unwrap_or_default();
-        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.ctx.target.clone(), &ns);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.target().ok()?, &ns);
         let list = pdbs.list(&ListParams::default()).await.ok()?;
         let labels = pod.labels();
         list.items
@@ -1330,8 +1375,11 @@ impl<'a> Scope<'a> {
         claim_users: &BTreeMap<(String, String), usize>,
     ) -> Vec<String> {
         let ns = pod.namespace().unwrap_or_default();
-        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(self.ctx.target.clone(), &ns);
-        let pvs: Api<PersistentVolume> = Api::all(self.ctx.target.clone());
+        let Ok(target) = self.target() else {
+            return Vec::new();
+        };
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(target.clone(), &ns);
+        let pvs: Api<PersistentVolume> = Api::all(target);
         let mut specs: Vec<PersistentVolumeSpec> = Vec::new();
         for claim in decide::pvc_names(pod) {
             if claim_users.get(&(ns.clone(), claim.clone())).copied() != Some(1) {
@@ -1382,7 +1430,7 @@ impl<'a> Scope<'a> {
         if !attached {
             return Ok(StepFact::VolumesDetached);
         }
-        let vas: Api<VolumeAttachment> = Api::all(self.ctx.target.clone());
+        let vas: Api<VolumeAttachment> = Api::all(self.target()?);
         let mine: Vec<VolumeAttachment> = vas
             .list(&ListParams::default())
             .await
@@ -1462,7 +1510,7 @@ impl<'a> Scope<'a> {
         {
             let p = finalizer_patch(&node.metadata, labels::NODE_FINALIZER, false);
             match self
-                .nodes()
+                .nodes()?
                 .patch(&node_name, &PatchParams::default(), &Patch::Merge(&p))
                 .await
             {
@@ -1472,7 +1520,7 @@ impl<'a> Scope<'a> {
             }
         }
         match self
-            .nodes()
+            .nodes()?
             .delete(&node_name, &DeleteParams::default())
             .await
         {
@@ -1481,6 +1529,17 @@ impl<'a> Scope<'a> {
             Err(e) => return Err(Error::api(format!("deleting node {node_name}"), e)),
         }
         Ok(StepFact::NodeDeleted)
+    }
+}
+
+/// A step that works on the target cluster ran without one; becomes
+/// [`Error::NoTarget`]. Small, unlike [`Error`], for the synchronous
+/// accessors that return it.
+struct NoTarget;
+
+impl From<NoTarget> for Error {
+    fn from(_: NoTarget) -> Error {
+        Error::NoTarget
     }
 }
 

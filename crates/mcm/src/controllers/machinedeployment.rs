@@ -249,7 +249,13 @@ pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<
     ))
 }
 
-pub fn error_policy(_md: Arc<MachineDeployment>, err: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(error = %err, "machine deployment reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+/// The controller's name in metrics and its backoff.
+pub const NAME: &str = "machinedeployment";
+
+/// Failures are retried after the deployment's backoff (see
+/// [`crate::backoff`]).
+pub fn error_policy(md: Arc<MachineDeployment>, err: &Error, ctx: Arc<Context>) -> Action {
+    let after = ctx.error_requeue(NAME, md.as_ref());
+    tracing::warn!(error = %err, retry_in = ?after, "machine deployment reconcile failed");
+    Action::requeue(after)
 }

@@ -254,7 +254,12 @@ pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action
     }
 }
 
-pub fn error_policy(_set: Arc<MachineSet>, err: &Error, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(error = %err, "machine set reconcile failed");
-    Action::requeue(Duration::from_secs(5))
+/// The controller's name in metrics and its backoff.
+pub const NAME: &str = "machineset";
+
+/// Failures are retried after the set's backoff (see [`crate::backoff`]).
+pub fn error_policy(set: Arc<MachineSet>, err: &Error, ctx: Arc<Context>) -> Action {
+    let after = ctx.error_requeue(NAME, set.as_ref());
+    tracing::warn!(error = %err, retry_in = ?after, "machine set reconcile failed");
+    Action::requeue(after)
 }

@@ -7,4 +7,4 @@ pub mod machinedeployment;
 pub mod machineset;
 pub mod safety;
 
-pub use context::{Config, Context, Error, MachineDeps};
+pub use context::{Config, Context, Error, ErrorRequeues, MachineDeps, forgetting, requeue_key};

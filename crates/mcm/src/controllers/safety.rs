@@ -7,9 +7,11 @@
 //! - **Orphan VMs** (every `--machine-safety-orphan-vms-period`, on every
 //!   machine deletion, and when a machine's last operation newly reports
 //!   `OutOfRange`): deletes VMs no machine owns, and disowns Nodes no machine
-//!   maps to. Runs only with a driver.
+//!   maps to (the latter only with a target cluster). Runs only with a
+//!   driver.
 //! - **API servers** (every `--machine-safety-apiserver-statuscheck-period`):
-//!   probes the control and target API servers; down for longer than
+//!   probes the control and (if there is one) the target API server; down
+//!   for longer than
 //!   `--machine-safety-apiserver-statuscheck-timeout` sets the frozen flag
 //!   in [`SafetyState`], which stops the machine controller (for live
 //!   machines) and the orphan collector. Runs only with a driver.
@@ -728,9 +730,13 @@ fn maps_to<'a>(node: &Node, machines: impl IntoIterator<Item = &'a Machine>) -> 
 async fn disown_nodes(ctx: &Context, deps: &MachineDeps, api: &Api<Machine>) -> Result<(), Error> {
     let now = Utc::now();
     let cached = ctx.machines.state();
+    // Without a target cluster there are no nodes to disown.
+    let (Some(target), Some(node_store)) = (ctx.target.clone(), deps.nodes.as_ref()) else {
+        return Ok(());
+    };
     let mut live: Option<Vec<Machine>> = None;
-    let nodes: Api<Node> = Api::all(ctx.target.clone());
-    for node in deps.nodes.state() {
+    let nodes: Api<Node> = Api::all(target);
+    for node in node_store.state() {
         let mapped = maps_to(&node, cached.iter().map(|m| m.as_ref()));
         let Some(action) =
             safety::node_action(&node, mapped, ctx.config.machine.creation_timeout, now)
@@ -797,10 +803,11 @@ pub trait Probe: Send + Sync {
 }
 
 /// GETs a Machine and a Node that do not exist: NotFound (or, should
-/// they exist, the object) means the server answers.
+/// they exist, the object) means the server answers. Without a target
+/// cluster only the control cluster is probed.
 pub struct ApiServerProbe {
     pub control: kube::Client,
-    pub target: kube::Client,
+    pub target: Option<kube::Client>,
     pub namespace: String,
 }
 
@@ -816,10 +823,15 @@ impl Probe for ApiServerProbe {
     fn probe(&self) -> BoxFuture<'_, Result<(), String>> {
         async move {
             let machines: Api<Machine> = Api::namespaced(self.control.clone(), &self.namespace);
-            let nodes: Api<Node> = Api::all(self.target.clone());
-            let (m, n) = futures::join!(machines.get(PROBE_NAME), nodes.get(PROBE_NAME));
+            let node = async {
+                match &self.target {
+                    Some(target) => Some(Api::<Node>::all(target.clone()).get(PROBE_NAME).await),
+                    None => None,
+                }
+            };
+            let (m, n) = futures::join!(machines.get(PROBE_NAME), node);
             answered(m, "control")?;
-            answered(n, "target")
+            n.map_or(Ok(()), |n| answered(n, "target"))
         }
         .boxed()
     }
