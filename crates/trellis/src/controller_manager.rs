@@ -139,6 +139,14 @@ impl ControllerFlags {
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Also run the cloud profile controllers (NamespacedCloudProfile
+    /// rendering and shoot maintenance) against the control cluster; they
+    /// need the core.gardener.cloud CRDs (`trellis crds`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub profile_controllers: bool,
+    /// Cloud profile features beyond upstream (see `trellis server --help`).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = crate::PROFILE_EXTENSIONS)]
+    pub profile_extensions: Vec<String>,
     /// Kubeconfig of the control cluster (machines, sets, deployments,
     /// classes, secrets, the VM inventory). Default: the target's.
     #[arg(long, value_name = "FILE")]
@@ -258,6 +266,7 @@ pub async fn run_controllers(
     control: kube::Client,
     target: impl Into<Option<kube::Client>>,
     config: Config,
+    profiles: Option<gcm::Config>,
     cluster_name: String,
     shutdown: Shared<BoxFuture<'static, ()>>,
 ) -> anyhow::Result<()> {
@@ -267,7 +276,22 @@ pub async fn run_controllers(
         .await
         .context("starting the local provider")?;
     let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
-    let result = mcm::run::run(control, target, config, Some(driver), shutdown).await;
+    let machines = mcm::run::run(
+        control.clone(),
+        target,
+        config,
+        Some(driver),
+        shutdown.clone(),
+    );
+    // The cloud profile controllers (NamespacedCloudProfile rendering,
+    // shoot maintenance) live in the control cluster, next to the CRDs.
+    let profiles = async {
+        match profiles {
+            Some(c) => gcm::run(control, c, shutdown).await,
+            None => Ok(()),
+        }
+    };
+    let result = tokio::try_join!(machines, profiles).map(|_| ());
     provider.simulator().shutdown();
     result
 }
@@ -369,7 +393,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (stop, shutdown) = shutdown_pair();
     let cluster = args.controllers.local_cluster_name.clone();
-    let mut controllers = tokio::spawn(run_controllers(control, target, config, cluster, shutdown));
+    let profiles = args.profile_controllers.then(|| gcm::Config {
+        extensions: crate::profile_extensions(&args.profile_extensions),
+        ..gcm::Config::default()
+    });
+    let mut controllers = tokio::spawn(run_controllers(
+        control, target, config, profiles, cluster, shutdown,
+    ));
     let lost = async {
         match &elector {
             Some(e) => e.hold().await,

@@ -105,17 +105,25 @@ struct ServerArgs {
     /// (comma-separated): `multi-level-inheritance` (an NCP's parent may be
     /// another NCP of its namespace), `cross-project-use` (a Shoot may use
     /// an NCP of another namespace whose `use` verb it is granted).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["multi-level-inheritance", "cross-project-use"])]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = PROFILE_EXTENSIONS)]
     profile_extensions: Vec<String>,
+}
+
+/// The values `--profile-extensions` accepts.
+pub const PROFILE_EXTENSIONS: [&str; 2] = ["multi-level-inheritance", "cross-project-use"];
+
+/// The extensions a `--profile-extensions` list turns on.
+pub fn profile_extensions(list: &[String]) -> gardener::Extensions {
+    let on = |f: &str| list.iter().any(|x| x == f);
+    gardener::Extensions {
+        multi_level_inheritance: on("multi-level-inheritance"),
+        cross_project_use: on("cross-project-use"),
+    }
 }
 
 impl ServerArgs {
     fn extensions(&self) -> gardener::Extensions {
-        let on = |f: &str| self.profile_extensions.iter().any(|x| x == f);
-        gardener::Extensions {
-            multi_level_inheritance: on("multi-level-inheritance"),
-            cross_project_use: on("cross-project-use"),
-        }
+        profile_extensions(&self.profile_extensions)
     }
 }
 
@@ -213,6 +221,7 @@ const SERVER_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_sec
 /// sees its API vanish mid-reconcile.
 async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()> {
     let (server_stop, server_shutdown) = controller_manager::shutdown_pair();
+    let extensions = args.server.extensions();
     let started = start_server(args.server, server_shutdown).await?;
     let mut serving = tokio::spawn(started.serve);
     let client = controller_manager::client_from(&started.kubeconfig).await?;
@@ -228,10 +237,15 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         ..mcm::controllers::Config::default()
     };
     let (controllers_stop, controllers_shutdown) = controller_manager::shutdown_pair();
+    let profiles = gcm::Config {
+        extensions,
+        ..gcm::Config::default()
+    };
     let mut controllers = tokio::spawn(controller_manager::run_controllers(
         client.clone(),
         client.clone(),
         config,
+        Some(profiles),
         "trellis".to_string(),
         controllers_shutdown,
     ));
