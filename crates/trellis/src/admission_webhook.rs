@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use crate::gardener_admission::GardenerAdmission;
 use crate::machine_admission::MachineAdmission;
 
 #[derive(clap::Args)]
@@ -25,10 +26,47 @@ pub struct Args {
     /// The serving certificate's private key (PEM).
     #[arg(long, value_name = "FILE")]
     tls_key: PathBuf,
+    /// Kubeconfig of the cluster whose CloudProfiles, NamespacedCloudProfiles
+    /// and Shoots the core.gardener.cloud admission reads (and whose
+    /// SubjectAccessReviews decide the custom verbs). Default: in-cluster
+    /// or $KUBECONFIG.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Cloud profile features beyond upstream (see `trellis server --help`).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = crate::PROFILE_EXTENSIONS)]
+    profile_extensions: Vec<String>,
 }
 
 fn plugins() -> Vec<Arc<dyn apiserver::AdmissionPlugin>> {
     vec![Arc::new(MachineAdmission)]
+}
+
+/// The machine admission, and with a client the core.gardener.cloud one,
+/// which reads profiles through it and asks SubjectAccessReviews.
+fn plugins_with(
+    client: Option<kube::Client>,
+    ext: gardener::Extensions,
+) -> Vec<Arc<dyn apiserver::AdmissionPlugin>> {
+    let mut plugins = plugins();
+    if let Some(client) = client {
+        plugins.push(Arc::new(GardenerAdmission::remote(client, ext)));
+    }
+    plugins
+}
+
+/// The client for profile lookups: `--kubeconfig`, else in-cluster or
+/// `$KUBECONFIG`; `None` (machine admission only) when there is none.
+async fn client(args: &Args) -> anyhow::Result<Option<kube::Client>> {
+    if let Some(path) = &args.kubeconfig {
+        return Ok(Some(crate::controller_manager::client_from(path).await?));
+    }
+    match kube::Config::infer().await {
+        Ok(config) => Ok(Some(kube::Client::try_from(config)?)),
+        Err(e) => {
+            tracing::warn!(error = %e, "no cluster to read cloud profiles from: serving machine admission only");
+            Ok(None)
+        }
+    }
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -48,7 +86,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "admission webhook listening");
     println!("trellis admission webhook listening on https://{addr}");
-    let router = apiserver::admission_server::router(plugins());
+    let ext = crate::profile_extensions(&args.profile_extensions);
+    let router = apiserver::admission_server::router(plugins_with(client(&args).await?, ext));
     apiserver::admission_server::serve_tls(router, listener, &tls, crate::shutdown_signal()).await
 }
 
@@ -110,5 +149,90 @@ mod tests {
         apimachinery::patch::json_patch(&mut patched, &ops).unwrap();
         assert_eq!(patched["spec"]["strategy"]["type"], "RollingUpdate");
         assert!(patched["spec"]["strategy"]["rollingUpdate"]["maxSurge"].is_number());
+    }
+
+    /// The webhook's core.gardener.cloud admission reads the profile from
+    /// a real API server through a client and refuses an incompatible pool.
+    #[tokio::test]
+    async fn shoots_are_judged_against_profiles_read_through_a_client() {
+        let server = apiserver::Server::start(
+            Arc::new(store::MemoryStore::new()),
+            apiserver::Config::default(),
+        )
+        .await
+        .unwrap();
+        for crd in gardener::crds() {
+            apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
+                .await
+                .unwrap();
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn({
+            let server = server.clone();
+            async move {
+                server
+                    .serve(listener, async {
+                        let _ = stopped.await;
+                    })
+                    .await
+            }
+        });
+        let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        config.default_retry = false;
+        let client = kube::Client::try_from(config).unwrap();
+        let profile: gardener::CloudProfile = serde_yaml::from_str(
+            r#"
+apiVersion: core.gardener.cloud/v1beta1
+kind: CloudProfile
+metadata: {name: local}
+spec:
+  type: local
+  kubernetes: {versions: [{version: 1.31.2}]}
+  machineCapabilities:
+    - {name: architecture, values: [amd64]}
+    - {name: hypervisorType, values: [gen2, gen1]}
+  machineImages:
+    - name: ubuntu
+      versions:
+        - {version: 1.0.0, capabilityFlavors: [{hypervisorType: [gen1]}]}
+  machineTypes:
+    - {name: gen2-only, cpu: "2", gpu: "0", memory: 4Gi, capabilities: {hypervisorType: [gen2]}}
+  regions: [{name: local, zones: [{name: a}]}]
+"#,
+        )
+        .unwrap();
+        kube::Api::<gardener::CloudProfile>::all(client.clone())
+            .create(&Default::default(), &profile)
+            .await
+            .unwrap();
+        let plugins = plugins_with(Some(client), gardener::Extensions::default());
+        let shoot = json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+            "metadata": {"name": "s", "namespace": "garden-dev"},
+            "spec": {"cloudProfile": {"kind": "CloudProfile", "name": "local"}, "region": "local",
+                "kubernetes": {"version": "1.31.2"},
+                "provider": {"type": "local", "workers": [{"name": "p", "minimum": 1, "maximum": 1,
+                    "zones": ["a"], "machine": {"type": "gen2-only", "image": {"name": "ubuntu", "version": "1.0.0"}}}]}}
+        });
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u1",
+            "kind": {"group": "core.gardener.cloud", "version": "v1beta1", "kind": "Shoot"},
+            "resource": {"group": "core.gardener.cloud", "version": "v1beta1", "resource": "shoots"},
+            "name": "s", "namespace": "garden-dev", "operation": "CREATE",
+            "userInfo": {"username": "someone"},
+            "object": shoot,
+        }});
+        let out = apiserver::admission_server::review(&plugins, &review)
+            .await
+            .unwrap();
+        let resp = &out["response"];
+        assert_eq!(resp["allowed"], false, "{resp:#}");
+        assert_eq!(resp["status"]["code"], 422);
+        let message = resp["status"]["message"].as_str().unwrap();
+        assert!(message.contains("hypervisorType"), "{message}");
+        let _ = stop.send(());
+        let _ = serving.await;
     }
 }

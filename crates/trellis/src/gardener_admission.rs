@@ -34,22 +34,200 @@ const GROUP: &str = gardener::API_GROUP;
 const VERSION: &str = gardener::API_VERSION;
 
 pub struct GardenerAdmission {
-    server: Weak<Server>,
+    source: Arc<dyn Source>,
     ext: Extensions,
 }
 
 impl GardenerAdmission {
-    pub fn new(server: &Arc<Server>, ext: Extensions) -> GardenerAdmission {
+    /// Admission inside the embedded server: reads its store, asks its
+    /// RBAC authorizer.
+    pub fn embedded(server: &Arc<Server>, ext: Extensions) -> GardenerAdmission {
         GardenerAdmission {
-            server: Arc::downgrade(server),
+            source: Arc::new(Embedded(Arc::downgrade(server))),
             ext,
         }
     }
 
+    /// Admission as a webhook of another API server: reads through a
+    /// client, asks SubjectAccessReviews.
+    pub fn remote(client: kube::Client, ext: Extensions) -> GardenerAdmission {
+        GardenerAdmission {
+            source: Arc::new(Remote(client)),
+            ext,
+        }
+    }
+}
+
+/// Where admission reads the objects it judges against, and whom it asks
+/// about custom verbs.
+#[async_trait::async_trait]
+pub trait Source: Send + Sync {
+    /// One core.gardener.cloud object, if it exists.
+    async fn read(&self, plural: &str, ns: Option<&str>, name: &str) -> Option<Value>;
+    /// Every core.gardener.cloud object of a resource (in `ns`, or all).
+    async fn list(&self, plural: &str, ns: Option<&str>) -> Result<Vec<Value>, ApiError>;
+    /// Whether `user` may `verb` the NCP `ns/name`.
+    async fn may(
+        &self,
+        user: Option<&Arc<UserInfo>>,
+        verb: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<bool, ApiError>;
+}
+
+struct Embedded(Weak<Server>);
+
+impl Embedded {
     fn server(&self) -> Result<Arc<Server>, ApiError> {
-        self.server
+        self.0
             .upgrade()
             .ok_or_else(|| ApiError::service_unavailable("the API server is shutting down"))
+    }
+}
+
+#[async_trait::async_trait]
+impl Source for Embedded {
+    async fn read(&self, plural: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+        let server = self.server().ok()?;
+        let res = server.registry.get(GROUP, VERSION, plural)?;
+        let (kv, _) = server.store.get(&res.key(ns, name), None).await.ok()?;
+        serde_json::from_slice(&kv?.value).ok()
+    }
+
+    async fn list(&self, plural: &str, ns: Option<&str>) -> Result<Vec<Value>, ApiError> {
+        let server = self.server()?;
+        let Some(res) = server.registry.get(GROUP, VERSION, plural) else {
+            return Ok(Vec::new());
+        };
+        let prefix = match ns {
+            Some(ns) => res.namespace_prefix(ns),
+            None => res.prefix(),
+        };
+        let r = server
+            .store
+            .range(store::RangeRequest {
+                prefix,
+                ..Default::default()
+            })
+            .await
+            .map_err(apiserver::handlers::store_err)?;
+        Ok(r.kvs
+            .iter()
+            .filter_map(|kv| serde_json::from_slice(&kv.value).ok())
+            .collect())
+    }
+
+    /// With authorization off, or for the server's own requests,
+    /// everything is allowed.
+    async fn may(
+        &self,
+        user: Option<&Arc<UserInfo>>,
+        verb: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<bool, ApiError> {
+        let server = self.server()?;
+        let (Some(auth), Some(user)) = (server.auth(), user) else {
+            return Ok(true);
+        };
+        let attrs = RequestAttributes {
+            verb: verb.into(),
+            resource_request: true,
+            path: String::new(),
+            api_group: GROUP.into(),
+            api_version: VERSION.into(),
+            resource: "namespacedcloudprofiles".into(),
+            subresource: String::new(),
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        Ok(auth.rbac.authorize(&server, user, &attrs).await?.allowed)
+    }
+}
+
+struct Remote(kube::Client);
+
+impl Remote {
+    fn api(&self, plural: &str, ns: Option<&str>) -> kube::Api<kube::api::DynamicObject> {
+        let kind = match plural {
+            "cloudprofiles" => "CloudProfile",
+            "namespacedcloudprofiles" => "NamespacedCloudProfile",
+            _ => "Shoot",
+        };
+        let gvk = kube::core::GroupVersionKind::gvk(GROUP, VERSION, kind);
+        let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+        match ns {
+            Some(ns) => kube::Api::namespaced_with(self.0.clone(), ns, &ar),
+            None => kube::Api::all_with(self.0.clone(), &ar),
+        }
+    }
+}
+
+fn unavailable(what: &str, e: kube::Error) -> ApiError {
+    ApiError::service_unavailable(format!("{what}: {e}"))
+}
+
+#[async_trait::async_trait]
+impl Source for Remote {
+    async fn read(&self, plural: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+        let obj = self.api(plural, ns).get_opt(name).await.ok()??;
+        serde_json::to_value(obj).ok()
+    }
+
+    async fn list(&self, plural: &str, ns: Option<&str>) -> Result<Vec<Value>, ApiError> {
+        let list = self
+            .api(plural, ns)
+            .list(&Default::default())
+            .await
+            .map_err(|e| unavailable(&format!("listing {plural}"), e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .collect())
+    }
+
+    /// Asks the API server with a SubjectAccessReview for the request's
+    /// user, groups and extra.
+    async fn may(
+        &self,
+        user: Option<&Arc<UserInfo>>,
+        verb: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<bool, ApiError> {
+        use k8s_openapi::api::authorization::v1::{
+            ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+        };
+        let Some(user) = user else {
+            return Ok(false);
+        };
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.username.clone()),
+                uid: (!user.uid.is_empty()).then(|| user.uid.clone()),
+                groups: Some(user.groups.clone()),
+                extra: Some(user.extra.clone()),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(GROUP.into()),
+                    version: Some(VERSION.into()),
+                    resource: Some("namespacedcloudprofiles".into()),
+                    verb: Some(verb.into()),
+                    namespace: Some(ns.into()),
+                    name: Some(name.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.0.clone());
+        let answer = api
+            .create(&Default::default(), &review)
+            .await
+            .map_err(|e| unavailable("asking a SubjectAccessReview", e))?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
     }
 }
 
@@ -99,37 +277,6 @@ fn overlay(orig: &mut Value, typed: &Value) {
     }
 }
 
-async fn read(server: &Server, plural: &str, ns: Option<&str>, name: &str) -> Option<Value> {
-    let res = server.registry.get(GROUP, VERSION, plural)?;
-    let (kv, _) = server.store.get(&res.key(ns, name), None).await.ok()?;
-    serde_json::from_slice(&kv?.value).ok()
-}
-
-async fn list(server: &Server, plural: &str, ns: Option<&str>) -> Vec<Value> {
-    let Some(res) = server.registry.get(GROUP, VERSION, plural) else {
-        return Vec::new();
-    };
-    let prefix = match ns {
-        Some(ns) => res.namespace_prefix(ns),
-        None => res.prefix(),
-    };
-    match server
-        .store
-        .range(store::RangeRequest {
-            prefix,
-            ..Default::default()
-        })
-        .await
-    {
-        Ok(r) => r
-            .kvs
-            .iter()
-            .filter_map(|kv| serde_json::from_slice(&kv.value).ok())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
 fn spec_of<T: DeserializeOwned + Default>(obj: &Value) -> T {
     obj.get("spec")
         .cloned()
@@ -154,15 +301,19 @@ fn namespace_of(obj: &Value) -> &str {
 /// NCP does not wait for the controller), falling back to the NCP's status
 /// for parents the plugin cannot render alone (NCP chains).
 async fn effective_profile(
-    server: &Server,
+    server: &dyn Source,
     r: &CloudProfileReference,
     namespace: &str,
 ) -> Option<CloudProfileSpec> {
     if r.kind == KIND_NAMESPACED_CLOUD_PROFILE {
-        let ncp = read(server, "namespacedcloudprofiles", Some(namespace), &r.name).await?;
+        let ncp = server
+            .read("namespacedcloudprofiles", Some(namespace), &r.name)
+            .await?;
         let ncp_spec: NamespacedCloudProfileSpec = spec_of(&ncp);
         if ncp_spec.parent.kind.is_empty() || ncp_spec.parent.kind == KIND_CLOUD_PROFILE {
-            let parent = read(server, "cloudprofiles", None, &ncp_spec.parent.name).await?;
+            let parent = server
+                .read("cloudprofiles", None, &ncp_spec.parent.name)
+                .await?;
             return Some(render::render(&spec_of(&parent), &ncp_spec));
         }
         return ncp
@@ -170,24 +321,30 @@ async fn effective_profile(
             .cloned()
             .and_then(|s| serde_json::from_value(s).ok());
     }
-    let cp = read(server, "cloudprofiles", None, &r.name).await?;
+    let cp = server.read("cloudprofiles", None, &r.name).await?;
     Some(spec_of(&cp))
 }
 
 /// The root CloudProfile a reference derives from (for profile switches).
-async fn root_of(server: &Server, r: &CloudProfileReference, namespace: &str) -> Option<String> {
+async fn root_of(
+    server: &dyn Source,
+    r: &CloudProfileReference,
+    namespace: &str,
+) -> Option<String> {
     let mut current = r.clone();
     let mut ns = namespace.to_string();
     // Chains are short (the library caps them); the bound guards loops.
     for _ in 0..16 {
         if current.kind != KIND_NAMESPACED_CLOUD_PROFILE {
-            read(server, "cloudprofiles", None, &current.name).await?;
+            server.read("cloudprofiles", None, &current.name).await?;
             return Some(current.name);
         }
         if let Some(n) = current.namespace.clone() {
             ns = n;
         }
-        let ncp = read(server, "namespacedcloudprofiles", Some(&ns), &current.name).await?;
+        let ncp = server
+            .read("namespacedcloudprofiles", Some(&ns), &current.name)
+            .await?;
         let s: NamespacedCloudProfileSpec = spec_of(&ncp);
         current = s.parent;
         if current.kind.is_empty() {
@@ -195,32 +352,6 @@ async fn root_of(server: &Server, r: &CloudProfileReference, namespace: &str) ->
         }
     }
     None
-}
-
-/// Whether `user` may `verb` the NCP `ns/name`. With authorization off, or
-/// for the server's own requests, everything is allowed.
-async fn may(
-    server: &Server,
-    user: Option<&Arc<UserInfo>>,
-    verb: &str,
-    ns: &str,
-    name: &str,
-) -> Result<bool, ApiError> {
-    let (Some(auth), Some(user)) = (server.auth(), user) else {
-        return Ok(true);
-    };
-    let attrs = RequestAttributes {
-        verb: verb.into(),
-        resource_request: true,
-        path: String::new(),
-        api_group: GROUP.into(),
-        api_version: VERSION.into(),
-        resource: "namespacedcloudprofiles".into(),
-        subresource: String::new(),
-        namespace: ns.into(),
-        name: name.into(),
-    };
-    Ok(auth.rbac.authorize(server, user, &attrs).await?.allowed)
 }
 
 fn reject(kind: &str, name: &str, causes: Vec<Cause>) -> Result<(), ApiError> {
@@ -240,14 +371,14 @@ fn applies(attrs: &Attributes<'_>) -> bool {
 
 impl GardenerAdmission {
     async fn mutate_shoot(&self, attrs: &Attributes<'_>, obj: &mut Value) -> Result<(), ApiError> {
-        let server = self.server()?;
+        let server = self.source.as_ref();
         let mut new: ShootSpec = spec(obj, "Shoot")?;
         let old: Option<ShootSpec> = attrs.old.map(spec_of);
         let mut causes = shoot_admission::sync_profile_reference(&mut new, old.as_ref());
         let ns = attrs.namespace.unwrap_or("");
         if let Some(r) = shoot_admission::profile_reference(&new) {
             let target_ns = r.namespace.clone().unwrap_or_else(|| ns.to_string());
-            if let Some(profile) = effective_profile(&server, &r, &target_ns).await {
+            if let Some(profile) = effective_profile(server, &r, &target_ns).await {
                 causes.extend(shoot_admission::default_shoot(
                     &mut new,
                     old.as_ref(),
@@ -274,7 +405,7 @@ impl GardenerAdmission {
     }
 
     async fn validate_shoot(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), ApiError> {
-        let server = self.server()?;
+        let server = self.source.as_ref();
         let new: ShootSpec = spec(obj, "Shoot")?;
         let old: Option<ShootSpec> = attrs.old.map(spec_of);
         if old.as_ref() == Some(&new) {
@@ -292,14 +423,16 @@ impl GardenerAdmission {
         .flatten()
         {
             let rns = r.namespace.clone().unwrap_or_else(|| ns.to_string());
-            let root = root_of(&server, &r, &rns).await;
+            let root = root_of(server, &r, &rns).await;
             roots.push((r, rns, root));
         }
         let mut granted_use = Vec::new();
         if let Some(r) = shoot_admission::profile_reference(&new)
             && let Some(other) = r.namespace.as_deref().filter(|o| *o != ns)
         {
-            let ok = may(&server, attrs.user.as_ref(), "use", other, &r.name).await?;
+            let ok = server
+                .may(attrs.user.as_ref(), "use", other, &r.name)
+                .await?;
             granted_use.push((other.to_string(), r.name.clone(), ok));
         }
         let resolver = |r: &CloudProfileReference, rns: &str| {
@@ -323,7 +456,7 @@ impl GardenerAdmission {
         );
         if let Some(r) = shoot_admission::profile_reference(&new) {
             let target_ns = r.namespace.clone().unwrap_or_else(|| ns.to_string());
-            match effective_profile(&server, &r, &target_ns).await {
+            match effective_profile(server, &r, &target_ns).await {
                 Some(profile) => {
                     causes.extend(shoot_admission::validate_shoot(
                         &new,
@@ -357,12 +490,12 @@ impl GardenerAdmission {
         attrs: &Attributes<'_>,
         obj: &Value,
     ) -> Result<(), ApiError> {
-        let server = self.server()?;
+        let server = self.source.as_ref();
         let new: CloudProfileSpec = spec(obj, "CloudProfile")?;
         let mut causes = validation::validate_cloud_profile_spec(&new);
         if let Some(old) = attrs.old {
             let old: CloudProfileSpec = spec_of(old);
-            let ncps = list(&server, "namespacedcloudprofiles", None).await;
+            let ncps = server.list("namespacedcloudprofiles", None).await?;
             let specs: Vec<(String, String, NamespacedCloudProfileSpec)> = ncps
                 .iter()
                 .map(|n| {
@@ -391,7 +524,7 @@ impl GardenerAdmission {
     }
 
     async fn validate_ncp(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), ApiError> {
-        let server = self.server()?;
+        let server = self.source.as_ref();
         let ns = attrs.namespace.unwrap_or("");
         let new: NamespacedCloudProfileSpec = spec(obj, "NamespacedCloudProfile")?;
         let old: Option<NamespacedCloudProfileSpec> = attrs.old.map(spec_of);
@@ -400,23 +533,23 @@ impl GardenerAdmission {
             .and_then(|o| o.pointer("/status/cloudProfileSpec").cloned())
             .and_then(|s| serde_json::from_value(s).ok());
         let parent = if new.parent.kind == KIND_NAMESPACED_CLOUD_PROFILE {
-            read(
-                &server,
-                "namespacedcloudprofiles",
-                Some(ns),
-                &new.parent.name,
-            )
-            .await
-            .and_then(|p| p.pointer("/status/cloudProfileSpec").cloned())
-            .and_then(|s| serde_json::from_value(s).ok())
+            server
+                .read("namespacedcloudprofiles", Some(ns), &new.parent.name)
+                .await
+                .and_then(|p| p.pointer("/status/cloudProfileSpec").cloned())
+                .and_then(|s| serde_json::from_value(s).ok())
         } else {
-            read(&server, "cloudprofiles", None, &new.parent.name)
+            server
+                .read("cloudprofiles", None, &new.parent.name)
                 .await
                 .map(|p| spec_of::<CloudProfileSpec>(&p))
         };
         let mut granted = Vec::new();
         for (verb, _) in ncp_admission::required_verbs(&new, old.as_ref()) {
-            if may(&server, attrs.user.as_ref(), verb, ns, attrs.name).await? {
+            if server
+                .may(attrs.user.as_ref(), verb, ns, attrs.name)
+                .await?
+            {
                 granted.push(verb);
             }
         }
@@ -431,7 +564,7 @@ impl GardenerAdmission {
             now,
         );
         if let (Some(old), Some(parent)) = (old.as_ref(), parent.as_ref()) {
-            let shoots = list(&server, "shoots", Some(ns)).await;
+            let shoots = server.list("shoots", Some(ns)).await?;
             let using: Vec<(String, ShootSpec)> = shoots
                 .iter()
                 .map(|s| (name_of(s).to_string(), spec_of::<ShootSpec>(s)))
@@ -501,7 +634,7 @@ pub async fn prepare(server: &Arc<Server>, ext: Extensions) -> anyhow::Result<()
         let manifest = serde_json::to_value(&crd)?;
         apiserver::crd::install(server, &manifest).await?;
     }
-    server.add_admission(Arc::new(GardenerAdmission::new(server, ext)));
+    server.add_admission(Arc::new(GardenerAdmission::embedded(server, ext)));
     Ok(())
 }
 
