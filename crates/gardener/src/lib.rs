@@ -35,6 +35,7 @@ pub mod quantity;
 pub mod render;
 mod serde_util;
 pub mod shoot_admission;
+pub mod shoot_validation;
 pub mod types;
 pub mod validation;
 pub mod version;

@@ -273,7 +273,7 @@ pub fn validate_shoot(
     profile: &CloudProfileSpec,
     now: DateTime<Utc>,
 ) -> Vec<Cause> {
-    let mut causes = Vec::new();
+    let mut causes = crate::shoot_validation::validate_workers(spec, old);
     let region_changed = old.is_none_or(|o| o.region != spec.region);
     if old.is_none_or(|o| o.provider.type_ != spec.provider.type_)
         && spec.provider.type_ != profile.type_
