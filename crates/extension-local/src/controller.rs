@@ -215,6 +215,27 @@ pub async fn reconcile(worker: Arc<Worker>, ctx: Arc<Context>) -> Result<Action,
     } else {
         reconcile_worker(&worker, &ctx, &ns).await
     };
+    // Gardenlet asks for a reconcile with `gardener.cloud/operation:
+    // reconcile` and treats the annotation's removal as "seen"; the status
+    // (Processing until the rollout is healthy) says the rest.
+    if result.is_ok()
+        && worker.metadata.deletion_timestamp.is_none()
+        && decide::operation_requested(&worker)
+    {
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {decide::OPERATION_ANNOTATION: null}}});
+        workers
+            .patch(
+                &name_of(worker.as_ref()),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|source| Error::ApplyFailed {
+                what: "the removal of the operation annotation".to_string(),
+                source: Box::new(source),
+            })?;
+    }
     if let Err(e) = &result
         && e.is_configuration()
     {

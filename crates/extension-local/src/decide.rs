@@ -52,6 +52,19 @@ pub fn has_finalizer(worker: &Worker) -> bool {
         .any(|f| f == FINALIZER)
 }
 
+/// The annotation gardenlet sets to ask for a reconcile; removed once one
+/// went through.
+pub const OPERATION_ANNOTATION: &str = "gardener.cloud/operation";
+
+/// Whether gardenlet asked for a reconcile that has not been acknowledged.
+pub fn operation_requested(worker: &Worker) -> bool {
+    worker
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.get(OPERATION_ANNOTATION).map(String::as_str) == Some("reconcile"))
+}
+
 /// The operation a reconcile performs, as `lastOperation.type`: `Delete`
 /// once deletion started; `Create` until a first operation succeeded;
 /// `Reconcile` afterwards.

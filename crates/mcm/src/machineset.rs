@@ -30,6 +30,10 @@ pub struct Plan {
     pub status: MachineSetStatus,
     /// Why creation was held back, if it was.
     pub held: Option<&'static str>,
+    /// Machines whose spec must take the template's node template,
+    /// configuration or class kind (no rollout: these never create a new
+    /// machine set), by name, with the merge patch of their spec.
+    pub sync: Vec<(String, serde_json::Value)>,
 }
 
 fn parse_time(s: Option<&String>) -> Option<DateTime<Utc>> {
@@ -105,8 +109,67 @@ fn has_label(set: &MachineSet, key: &str, value: Option<&str>) -> bool {
         .is_some_and(|v| value.is_none_or(|want| v == want))
 }
 
+/// The merge patch that brings `m` in line with the set's template: node
+/// template and per-machine configuration for active machines (not Failed,
+/// not terminating), the class kind for all. `None` when nothing differs.
+pub fn template_sync(set: &MachineSet, m: &Machine) -> Option<serde_json::Value> {
+    let want = &set.spec.template.spec;
+    let active = !is_terminating(m) && m.phase() != Some(MachinePhase::Failed);
+    let view = |spec: &api::MachineSpec| -> Option<serde_json::Value> {
+        let mut v = serde_json::Map::new();
+        if active {
+            v.insert(
+                "nodeTemplate".into(),
+                serde_json::to_value(&spec.node_template).ok()?,
+            );
+            if let serde_json::Value::Object(c) = serde_json::to_value(&spec.configuration).ok()? {
+                v.extend(c);
+            }
+        }
+        v.insert("class".into(), serde_json::json!({"kind": spec.class.kind}));
+        Some(serde_json::Value::Object(v))
+    };
+    let patch = merge_diff(&view(&m.spec)?, &view(want)?)?;
+    Some(serde_json::json!({"spec": patch}))
+}
+
+/// The JSON merge patch (RFC 7386) that turns `from` into `to`; `None`
+/// when they are equal. Keys `to` lacks become `null`.
+pub fn merge_diff(from: &serde_json::Value, to: &serde_json::Value) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    match (from, to) {
+        (Value::Object(f), Value::Object(t)) => {
+            let mut out = serde_json::Map::new();
+            for (k, fv) in f {
+                match t.get(k) {
+                    None => {
+                        out.insert(k.clone(), Value::Null);
+                    }
+                    Some(tv) => {
+                        if let Some(d) = merge_diff(fv, tv) {
+                            out.insert(k.clone(), d);
+                        }
+                    }
+                }
+            }
+            for (k, tv) in t {
+                if !f.contains_key(k) {
+                    out.insert(k.clone(), tv.clone());
+                }
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+        (f, t) if f == t => None,
+        (_, t) => Some(t.clone()),
+    }
+}
+
 /// The decision for one machine set over the machines it owns.
 pub fn plan(set: &MachineSet, machines: &[&Machine], now: DateTime<Utc>) -> Plan {
+    let sync = machines
+        .iter()
+        .filter_map(|m| Some((m.metadata.name.clone()?, template_sync(set, m)?)))
+        .collect();
     let replicas = set.spec.replicas.max(0) as usize;
     let active: Vec<&Machine> = machines
         .iter()
@@ -197,6 +260,7 @@ pub fn plan(set: &MachineSet, machines: &[&Machine], now: DateTime<Utc>) -> Plan
         ..old
     };
     Plan {
+        sync,
         create,
         delete,
         status,
@@ -375,6 +439,74 @@ mod tests {
         let p = plan(&s, &[], t(0));
         assert_eq!(p.create, 0);
         assert!(p.held.is_some());
+    }
+
+    #[test]
+    fn merge_diff_removes_what_the_target_lacks() {
+        use serde_json::json;
+        let cases = [
+            (json!({"a": 1}), json!({"a": 1}), None),
+            (json!({"a": 1}), json!({"a": 2}), Some(json!({"a": 2}))),
+            (
+                json!({"a": 1, "b": 2}),
+                json!({"a": 1}),
+                Some(json!({"b": null})),
+            ),
+            (
+                json!({"l": {"x": "1", "y": "2"}}),
+                json!({"l": {"x": "1", "z": "3"}}),
+                Some(json!({"l": {"y": null, "z": "3"}})),
+            ),
+            (
+                json!({"t": [1, 2]}),
+                json!({"t": [2]}),
+                Some(json!({"t": [2]})),
+            ),
+        ];
+        for (from, to, want) in cases {
+            assert_eq!(merge_diff(&from, &to), want, "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn template_changes_flow_to_active_machines_in_place() {
+        use api::NodeTemplateSpec;
+        let mut set = MachineSet::test("s");
+        let mut labels = BTreeMap::new();
+        labels.insert("role".to_string(), "web".to_string());
+        set.spec.template.spec.node_template = NodeTemplateSpec {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                labels: Some(labels),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        set.spec.template.spec.configuration.drain_timeout = Some("5m".into());
+        let mut old = Machine::test("m").running();
+        let mut old_labels = BTreeMap::new();
+        old_labels.insert("role".to_string(), "apps".to_string());
+        old_labels.insert("gone".to_string(), "x".to_string());
+        old.spec.node_template.metadata.labels = Some(old_labels);
+        old.spec.configuration.health_timeout = Some("10m".into());
+        let patch = template_sync(&set, &old).expect("the machine differs");
+        assert_eq!(
+            patch,
+            serde_json::json!({"spec": {
+                "nodeTemplate": {"metadata": {"labels": {"role": "web", "gone": null}}},
+                "drainTimeout": "5m",
+                "healthTimeout": null,
+            }})
+        );
+        // A Failed machine keeps its template (it is about to be replaced).
+        let failed = old.clone().with_phase(MachinePhase::Failed);
+        assert_eq!(template_sync(&set, &failed), None);
+        // An up-to-date machine needs nothing.
+        let mut current = Machine::test("c").running();
+        current.spec = set.spec.template.spec.clone();
+        assert_eq!(template_sync(&set, &current), None);
+        let p = plan(&set, &[&old, &current], Utc::now());
+        assert_eq!(p.sync.len(), 1);
+        assert_eq!(p.sync[0].0, "m");
     }
 
     #[test]

@@ -628,9 +628,10 @@ impl AdmissionPlugin for GardenerAdmission {
     }
 }
 
-/// Installs the core.gardener.cloud CRDs and their admission.
+/// Installs the core.gardener.cloud CRDs with their admission, and the
+/// extensions.gardener.cloud CRDs (Worker, Cluster) of the shoot flow.
 pub async fn prepare(server: &Arc<Server>, ext: Extensions) -> anyhow::Result<()> {
-    for crd in gardener::crds() {
+    for crd in gardener::crds().into_iter().chain(worker::crds()) {
         let manifest = serde_json::to_value(&crd)?;
         apiserver::crd::install(server, &manifest).await?;
     }

@@ -222,6 +222,13 @@ const SERVER_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_sec
 async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()> {
     let (server_stop, server_shutdown) = controller_manager::shutdown_pair();
     let extensions = args.server.extensions();
+    // Shoots keep their own API servers' stores next to the seed's.
+    let shoots_dir = (!args.server.in_memory).then(|| {
+        args.server
+            .data_dir
+            .clone()
+            .unwrap_or_else(default_data_dir)
+    });
     let started = start_server(args.server, server_shutdown).await?;
     let mut serving = tokio::spawn(started.serve);
     let client = controller_manager::client_from(&started.kubeconfig).await?;
@@ -241,14 +248,32 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         extensions,
         ..gcm::Config::default()
     };
-    let mut controllers = tokio::spawn(controller_manager::run_controllers(
+    let machines = controller_manager::run_controllers(
         client.clone(),
         client.clone(),
         config,
         Some(profiles),
         "trellis".to_string(),
+        controllers_shutdown.clone(),
+    );
+    // The shoot flow: gardenlet (a control namespace, a Cluster, a Worker
+    // and an own API server with machine controllers per Shoot) and the
+    // Worker controller for `type: local`.
+    let gardenlet = gardenlet::run(
+        client.clone(),
+        gardenlet::Config {
+            data_dir: shoots_dir,
+            ..gardenlet::Config::default()
+        },
+        controllers_shutdown.clone(),
+    );
+    let workers = extension_local::run(
+        client.clone(),
+        extension_local::Config::default(),
         controllers_shutdown,
-    ));
+    );
+    let mut controllers =
+        tokio::spawn(async move { tokio::try_join!(machines, gardenlet, workers).map(|_| ()) });
     println!(
         "trellis is up: API server on {} with every controller",
         started.url
@@ -408,7 +433,9 @@ fn main() -> anyhow::Result<()> {
             Command::Bench { what } => bench::run(what).await,
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
             Command::Crds => {
-                print!("{}", api::crds_yaml());
+                let docs = [api::crds_yaml(), gardener::crds_yaml(), worker::crds_yaml()];
+                print!("{}", docs.map(|d| d.trim_end().to_string()).join("\n---\n"));
+                println!();
                 Ok(())
             }
         }

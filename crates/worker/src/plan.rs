@@ -40,8 +40,15 @@ use crate::zones::{distribute_over_zones, distribute_positive_int_or_percent};
 /// The provider name written into classes.
 pub const PROVIDER_LOCAL: &str = "local";
 
-/// `minReadySeconds` of every generated deployment, as upstream sets it.
-pub const MIN_READY_SECONDS: i32 = 500;
+/// `minReadySeconds` of every generated deployment.
+///
+/// Upstream's actuator writes 500, but upstream MCM ignores
+/// `minReadySeconds` when it counts available machines, so the value is
+/// inert there. trellis's MCM honours it (as a Kubernetes Deployment
+/// does), so writing 500 would hold every shoot at "waiting for machines"
+/// for more than eight minutes. 0 gives upstream's effective behaviour:
+/// a Running machine is available.
+pub const MIN_READY_SECONDS: i32 = 0;
 
 /// `revisionHistoryLimit` of every generated deployment: old machine sets
 /// are not kept for rollback.

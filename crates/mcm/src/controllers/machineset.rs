@@ -159,6 +159,20 @@ pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action
     let refs: Vec<&Machine> = owned.iter().map(|m| m.as_ref()).collect();
     let plan = machineset::plan(&set, &refs, now);
 
+    // Node template, configuration and class kind flow to the machines in
+    // place (the machine controller takes them on to the nodes); a missing
+    // machine is simply gone already.
+    for (machine, patch) in &plan.sync {
+        match machines
+            .patch(machine, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(Error::api(format!("syncing machine {machine}"), e)),
+        }
+    }
+
     // Create in slow-start batches (1, 2, 4, …), stopping at the first
     // failing batch, so a broken template costs one machine, not a hundred.
     let mut created = Vec::new();

@@ -1,0 +1,450 @@
+//! Each shoot's own Kubernetes API and machine controllers, in-process.
+//!
+//! A [`ShootCluster`] is an embedded `apiserver::Server` over its own store
+//! (durable under `<data>/shoots/<technicalID>/store`, or memory), served
+//! with TLS and its own PKI on 127.0.0.1, plus the machine controllers of
+//! the shoot's control namespace (`mcm`, control client = the seed, target
+//! client = this API) with a [`LocalProvider`] whose simulated kubelets
+//! register Nodes here. Upstream deploys a kube-apiserver and MCM per shoot
+//! into the control namespace; here both are tasks of this process.
+//!
+//! Every shoot runs on a Tokio runtime of its own, on its own thread. The
+//! API server's background tasks (garbage collector, namespace lifecycle,
+//! watch hubs) have no stop signal; dropping the runtime ends them, which
+//! releases the store and its directory lock, so a shoot can be started
+//! again in the same process and its data directory removed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use provider_local::LocalProvider;
+use tokio::sync::oneshot;
+
+use crate::build::{ShootAccess, kubeconfig};
+
+/// How long the controllers and then the API server get to wind down.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long a crashed set of machine controllers waits before it restarts.
+const CONTROLLER_RESTART: Duration = Duration::from_secs(2);
+/// Worker threads of one shoot's runtime.
+const SHOOT_THREADS: usize = 2;
+
+/// Why a shoot's API server could not start or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ShootClusterError {
+    #[error("starting the API server of {id} failed: {message}")]
+    StartFailed { id: String, message: String },
+    #[error("removing {path} failed: {source}")]
+    RemoveDataFailed {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Settings every shoot's API server and controllers share.
+#[derive(Clone)]
+pub struct ShootClusterConfig {
+    /// `<data>/shoots/<technicalID>` holds each shoot; `None` keeps stores
+    /// in memory (PKI in a temporary directory).
+    pub data_dir: Option<PathBuf>,
+    /// The seed's client: the machine controllers' control cluster.
+    pub seed: kube::Client,
+    /// The machine controllers' settings; the namespace is set per shoot.
+    pub machine_controllers: mcm::controllers::Config,
+    /// The simulated kubelets' timing.
+    pub simulator: nodesim::SimConfig,
+}
+
+/// A running shoot: where its API is, and the handle that stops it.
+pub struct ShootCluster {
+    technical_id: String,
+    access: ShootAccess,
+    kubeconfig: String,
+    client: kube::Client,
+    stop: parking_lot::Mutex<Option<oneshot::Sender<()>>>,
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl ShootCluster {
+    pub fn technical_id(&self) -> &str {
+        &self.technical_id
+    }
+
+    /// URL, CA and admin credentials.
+    pub fn access(&self) -> &ShootAccess {
+        &self.access
+    }
+
+    /// The admin kubeconfig.
+    pub fn kubeconfig(&self) -> &str {
+        &self.kubeconfig
+    }
+
+    /// An admin client of the shoot's API (on the caller's runtime).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// Stops controllers, then the API server, and waits until the
+    /// shoot's runtime is gone (its store closed).
+    async fn stop(&self) {
+        if let Some(tx) = self.stop.lock().take() {
+            let _ = tx.send(());
+        }
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+    }
+}
+
+/// The running shoots of this gardenlet, by technical ID.
+#[derive(Clone)]
+pub struct ShootClusters {
+    config: ShootClusterConfig,
+    running: Arc<tokio::sync::Mutex<HashMap<String, Arc<ShootCluster>>>>,
+}
+
+impl ShootClusters {
+    pub fn new(config: ShootClusterConfig) -> ShootClusters {
+        ShootClusters {
+            config,
+            running: Arc::default(),
+        }
+    }
+
+    /// Where a shoot's files live (`None` in memory mode).
+    pub fn data_dir(&self, technical_id: &str) -> Option<PathBuf> {
+        self.config
+            .data_dir
+            .as_ref()
+            .map(|d| d.join("shoots").join(technical_id))
+    }
+
+    /// The running shoot, if any.
+    pub async fn get(&self, technical_id: &str) -> Option<Arc<ShootCluster>> {
+        self.running.lock().await.get(technical_id).cloned()
+    }
+
+    /// The shoot's API server and controllers, started if they do not run
+    /// (on the same store as before, so its state survives restarts).
+    pub async fn ensure(&self, technical_id: &str) -> Result<Arc<ShootCluster>, ShootClusterError> {
+        let mut running = self.running.lock().await;
+        if let Some(c) = running.get(technical_id) {
+            return Ok(c.clone());
+        }
+        let cluster =
+            Arc::new(start(&self.config, technical_id, self.data_dir(technical_id)).await?);
+        running.insert(technical_id.to_string(), cluster.clone());
+        Ok(cluster)
+    }
+
+    /// Stops the shoot's controllers and API server, if they run.
+    pub async fn stop(&self, technical_id: &str) {
+        let cluster = self.running.lock().await.remove(technical_id);
+        if let Some(c) = cluster {
+            c.stop().await;
+            tracing::info!(
+                shoot = technical_id,
+                "stopped the shoot's API server and controllers"
+            );
+        }
+    }
+
+    /// Stops every shoot (gardenlet's shutdown).
+    pub async fn stop_all(&self) {
+        let all: Vec<_> = self.running.lock().await.drain().collect();
+        for (_, c) in all {
+            c.stop().await;
+        }
+    }
+
+    /// Removes the shoot's data directory; it must be stopped.
+    pub fn remove_data(&self, technical_id: &str) -> Result<(), ShootClusterError> {
+        let Some(dir) = self.data_dir(technical_id) else {
+            return Ok(());
+        };
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(ShootClusterError::RemoveDataFailed { path: dir, source }),
+        }
+    }
+}
+
+/// What the shoot's thread reports once its API server listens.
+struct Started {
+    access: ShootAccess,
+}
+
+async fn start(
+    config: &ShootClusterConfig,
+    technical_id: &str,
+    dir: Option<PathBuf>,
+) -> Result<ShootCluster, ShootClusterError> {
+    let failed = |message: String| ShootClusterError::StartFailed {
+        id: technical_id.to_string(),
+        message,
+    };
+    let (ready_tx, ready_rx) = oneshot::channel::<anyhow::Result<Started>>();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let setup = Setup {
+        id: technical_id.to_string(),
+        dir,
+        config: config.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("shoot-{technical_id}"))
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(SHOOT_THREADS)
+                .thread_name("shoot-worker")
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.into()));
+                    return;
+                }
+            };
+            rt.block_on(run_shoot(setup, ready_tx, stop_rx));
+            // Ends the API server's background tasks and with them the
+            // store.
+            rt.shutdown_timeout(STOP_GRACE);
+        })
+        .map_err(|e| failed(e.to_string()))?;
+    let started = match ready_rx.await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+            return Err(failed(format!("{e:#}")));
+        }
+        Err(_) => return Err(failed("the shoot's thread ended early".into())),
+    };
+    let kubeconfig = kubeconfig(technical_id, &started.access);
+    let client = client_for(&kubeconfig)
+        .await
+        .map_err(|e| failed(format!("{e:#}")))?;
+    tracing::info!(shoot = technical_id, url = %started.access.url, "shoot API server started");
+    Ok(ShootCluster {
+        technical_id: technical_id.to_string(),
+        access: started.access,
+        kubeconfig,
+        client,
+        stop: parking_lot::Mutex::new(Some(stop_tx)),
+        thread: parking_lot::Mutex::new(Some(thread)),
+    })
+}
+
+/// A kube client from a kubeconfig document.
+pub async fn client_for(kubeconfig: &str) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+struct Setup {
+    id: String,
+    dir: Option<PathBuf>,
+    config: ShootClusterConfig,
+}
+
+type StopSignal = Shared<BoxFuture<'static, ()>>;
+
+fn stop_pair() -> (oneshot::Sender<()>, StopSignal) {
+    let (tx, rx) = oneshot::channel::<()>();
+    (tx, rx.map(|_| ()).boxed().shared())
+}
+
+/// The shoot's life on its own runtime: start the API server, report,
+/// run the machine controllers, and on the stop signal wind down in order
+/// (controllers first, so none sees its API vanish mid-reconcile).
+async fn run_shoot(
+    setup: Setup,
+    ready: oneshot::Sender<anyhow::Result<Started>>,
+    stop: oneshot::Receiver<()>,
+) {
+    // Memory mode keeps the PKI in a directory that lives as long as the
+    // shoot runs.
+    let temp = match &setup.dir {
+        Some(_) => None,
+        None => match tempfile::tempdir() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                let _ = ready.send(Err(e.into()));
+                return;
+            }
+        },
+    };
+    let pki_dir = match (&setup.dir, &temp) {
+        (Some(d), _) => d.join("pki"),
+        (None, Some(t)) => t.path().join("pki"),
+        (None, None) => return,
+    };
+    let (server, listener, pki) = match start_api(setup.dir.as_deref(), &pki_dir).await {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let url = match listener.local_addr() {
+        Ok(a) => format!("https://{a}"),
+        Err(e) => {
+            let _ = ready.send(Err(e.into()));
+            return;
+        }
+    };
+    let access = ShootAccess {
+        url,
+        ca_pem: Some(pki.ca_cert_pem.clone()),
+        client_cert_pem: Some(pki.admin_cert_pem.clone()),
+        client_key_pem: Some(pki.admin_key_pem.clone()),
+    };
+    let (server_stop, server_shutdown) = stop_pair();
+    let tls = pki.tls_config();
+    let mut serving =
+        tokio::spawn(async move { server.serve_tls(listener, tls, server_shutdown).await });
+    let target = match client_for(&kubeconfig(&setup.id, &access)).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(Started { access }));
+
+    let (controllers_stop, controllers_shutdown) = stop_pair();
+    let mut controllers = tokio::spawn(run_controllers(
+        setup.config.clone(),
+        setup.id.clone(),
+        target,
+        controllers_shutdown,
+    ));
+    // A dropped sender (gardenlet gone) stops the shoot too.
+    let _ = stop.await;
+    let _ = controllers_stop.send(());
+    if tokio::time::timeout(STOP_GRACE, &mut controllers)
+        .await
+        .is_err()
+    {
+        controllers.abort();
+        tracing::warn!(shoot = %setup.id, "the shoot's controllers did not stop in time");
+    }
+    let _ = server_stop.send(());
+    if tokio::time::timeout(STOP_GRACE, &mut serving)
+        .await
+        .is_err()
+    {
+        serving.abort();
+    }
+}
+
+/// Opens the store, ensures the PKI, starts the server and binds its
+/// listener (on the port of the last run when it is free, so kubeconfigs
+/// handed out before stay valid).
+async fn start_api(
+    dir: Option<&Path>,
+    pki_dir: &Path,
+) -> anyhow::Result<(
+    Arc<apiserver::Server>,
+    tokio::net::TcpListener,
+    apiserver::Pki,
+)> {
+    let store: Arc<dyn store::Store> = match dir {
+        Some(d) => {
+            let store_dir = d.join("store");
+            std::fs::create_dir_all(&store_dir)?;
+            Arc::new(store::FileStore::open(&store_dir)?)
+        }
+        None => Arc::new(store::MemoryStore::new()),
+    };
+    let pki = apiserver::Pki::ensure(pki_dir, &[])?;
+    let config = apiserver::Config {
+        auth: Some(apiserver::AuthConfig::new(
+            pki.service_account_key_pem.clone(),
+        )),
+        ..apiserver::Config::default()
+    };
+    let server = apiserver::Server::start(store, config).await?;
+    let port_file = dir.map(|d| d.join("port"));
+    let previous = port_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|s| s.trim().parse::<u16>().ok());
+    let listener = match previous {
+        Some(port) => match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+            Ok(l) => l,
+            Err(_) => tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+        },
+        None => tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+    };
+    if let Some(f) = port_file {
+        std::fs::write(f, listener.local_addr()?.port().to_string())?;
+    }
+    Ok((server, listener, pki))
+}
+
+/// The machine controllers of the control namespace `id`, with a local
+/// provider whose kubelets register in the shoot (`target`); restarted
+/// after a pause if they fail, until `shutdown`.
+async fn run_controllers(
+    config: ShootClusterConfig,
+    id: String,
+    target: kube::Client,
+    shutdown: StopSignal,
+) {
+    loop {
+        let attempt = async {
+            let provider = LocalProvider::with_config(
+                config.seed.clone(),
+                target.clone(),
+                &id,
+                config.simulator.clone(),
+            )
+            .await?;
+            let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
+            let mcm_config = mcm::controllers::Config {
+                namespace: id.clone(),
+                metrics: Arc::default(),
+                ..config.machine_controllers.clone()
+            };
+            let result = mcm::run::run(
+                config.seed.clone(),
+                target.clone(),
+                mcm_config,
+                Some(driver),
+                shutdown.clone(),
+            )
+            .await;
+            provider.simulator().shutdown();
+            result
+        };
+        // mcm winds down on `shutdown` by itself; racing it here would cut
+        // its graceful stop short.
+        let result = attempt.await;
+        if shutdown.clone().now_or_never().is_some() {
+            return;
+        }
+        match result {
+            Ok(()) => {
+                tracing::warn!(shoot = %id, "the shoot's machine controllers stopped; restarting")
+            }
+            Err(e) => {
+                tracing::warn!(shoot = %id, error = %e, "the shoot's machine controllers failed; restarting")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(CONTROLLER_RESTART) => {}
+            _ = shutdown.clone() => return,
+        }
+    }
+}
