@@ -56,11 +56,17 @@ pub async fn apply_if_absent(client: &kube::Client, yaml: &str) -> anyhow::Resul
             .clone()
             .context("a demo manifest without apiVersion/kind")?;
         let gvk = GroupVersionKind::try_from(&types).context("a demo manifest's apiVersion")?;
-        let (resource, _) = kube::discovery::pinned_kind(client, &gvk)
+        let (resource, _caps) = kube::discovery::pinned_kind(client, &gvk)
             .await
             .with_context(|| format!("discovering {}", types.kind))?;
+        let (resource, caps) = (resource, _caps);
         let ns = obj.metadata.namespace.as_deref().unwrap_or(NAMESPACE);
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+            kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+        };
         let name = obj.metadata.name.clone().unwrap_or_default();
         match api.create(&PostParams::default(), &obj).await {
             Ok(_) => {
@@ -96,17 +102,22 @@ impl Progress {
             .and_then(|md| md.spec.selector.as_ref())
             .and_then(|s| s.match_labels.clone())
             .unwrap_or_default();
-        let mut p = Progress {
-            desired,
-            ..Progress::default()
-        };
-        let mut mine: Vec<&Machine> = machines
+        let mine: Vec<&Machine> = machines
             .iter()
             .filter(|m| {
                 let labels = m.metadata.labels.clone().unwrap_or_default();
                 !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
             })
             .collect();
+        Progress::over(desired, mine)
+    }
+
+    /// Progress of `machines` towards `desired` Running ones.
+    pub fn over(desired: i32, mut mine: Vec<&Machine>) -> Progress {
+        let mut p = Progress {
+            desired,
+            ..Progress::default()
+        };
         mine.sort_by_key(|m| m.metadata.name.clone());
         for m in mine {
             let phase = status::phase_name(m);
@@ -193,6 +204,92 @@ impl Progress {
             ));
         }
         lines
+    }
+}
+
+/// The example CloudProfile for the local provider (`--demo shoot`).
+pub const SHOOT_PROFILE_MANIFEST: &str = include_str!("../../../examples/shoot/cloudprofile.yaml");
+/// The example project namespace and Shoot (`--demo shoot`).
+pub const SHOOT_MANIFEST: &str = include_str!("../../../examples/shoot/shoot.yaml");
+/// The demo Shoot's control namespace, where its machines live.
+pub const SHOOT_CONTROL_NAMESPACE: &str = "shoot--local--demo";
+
+/// Which demo `trellis up --demo [NAME]` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Demo {
+    /// A MachineDeployment of 3 machines of the local MachineClass.
+    Machines,
+    /// A CloudProfile and a Shoot with two pools over three zones: a
+    /// Worker, six MachineDeployments, ten machines, ten nodes in the
+    /// shoot's own API server.
+    Shoot,
+}
+
+/// The machines the demo Shoot asks for: the sum of its pools' minimums.
+fn shoot_machines() -> anyhow::Result<i32> {
+    let docs = documents(SHOOT_MANIFEST)?;
+    let shoot = docs
+        .iter()
+        .find(|d| d["kind"] == "Shoot")
+        .context("the shoot example has a Shoot")?;
+    Ok(shoot
+        .pointer("/spec/provider/workers")
+        .and_then(serde_json::Value::as_array)
+        .map(|ws| ws.iter().filter_map(|w| w["minimum"].as_i64()).sum::<i64>() as i32)
+        .unwrap_or(0))
+}
+
+/// Runs `which` demo (see [`run`] and [`run_shoot`]).
+pub async fn run_demo(client: kube::Client, started: Instant, which: Demo) -> anyhow::Result<()> {
+    match which {
+        Demo::Machines => run(client, started).await,
+        Demo::Shoot => run_shoot(client, started).await,
+    }
+}
+
+/// Applies the example CloudProfile and Shoot and shows the shoot's
+/// machines until every pool is at its minimum, all Running.
+pub async fn run_shoot(client: kube::Client, started: Instant) -> anyhow::Result<()> {
+    let created = apply_if_absent(&client, SHOOT_PROFILE_MANIFEST).await?
+        + apply_if_absent(&client, SHOOT_MANIFEST).await?;
+    let desired = shoot_machines()?;
+    if created == 0 {
+        println!("demo: the CloudProfile `local` and Shoot `garden-local/demo` are already there");
+    } else {
+        println!(
+            "demo: applied the CloudProfile `local` and Shoot `garden-local/demo` (2 pools over 3 zones, {desired} machines)"
+        );
+    }
+    let machines: Api<Machine> = Api::namespaced(client, SHOOT_CONTROL_NAMESPACE);
+    let tty = std::io::stdout().is_terminal();
+    let paint = Paint::for_stdout();
+    let mut drawn = 0usize;
+    let mut last_summary = String::new();
+    loop {
+        let list = machines
+            .list(&ListParams::default())
+            .await
+            .context("listing the shoot's machines")?;
+        let progress = Progress::over(desired, list.items.iter().collect());
+        let elapsed = started.elapsed();
+        draw(
+            &progress,
+            elapsed,
+            tty,
+            paint,
+            &mut drawn,
+            &mut last_summary,
+        )?;
+        if progress.done() {
+            println!(
+                "demo: {}/{} machines of Shoot garden-local/demo Running after {:.1}s",
+                progress.running,
+                progress.desired,
+                elapsed.as_secs_f64()
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -294,6 +391,28 @@ mod tests {
         assert_eq!(md.spec.replicas, 3);
         api::default_machine_deployment(&mut md);
         assert!(api::validate_machine_deployment(&md).is_empty());
+    }
+
+    #[test]
+    fn the_shoot_demo_asks_for_ten_machines_and_passes_validation() {
+        assert_eq!(shoot_machines().unwrap(), 10);
+        let docs = documents(SHOOT_PROFILE_MANIFEST).unwrap();
+        let profile: gardener::CloudProfile = serde_json::from_value(docs[0].clone()).unwrap();
+        let causes = gardener::validation::validate_cloud_profile_spec(&profile.spec);
+        assert!(causes.is_empty(), "{causes:?}");
+        let shoot = documents(SHOOT_MANIFEST)
+            .unwrap()
+            .into_iter()
+            .find(|d| d["kind"] == "Shoot")
+            .unwrap();
+        let mut shoot: gardener::Shoot = serde_json::from_value(shoot).unwrap();
+        let now = chrono::Utc::now();
+        let defaulting =
+            gardener::shoot_admission::default_shoot(&mut shoot.spec, None, &profile.spec, now);
+        assert!(defaulting.is_empty(), "{defaulting:?}");
+        let causes =
+            gardener::shoot_admission::validate_shoot(&shoot.spec, None, &profile.spec, now);
+        assert!(causes.is_empty(), "{causes:?}");
     }
 
     fn machine(name: &str, pool: &str, phase: MachinePhase) -> Machine {

@@ -134,11 +134,13 @@ struct UpArgs {
     /// Also serve the controllers' /metrics, /healthz and /readyz here.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<SocketAddr>,
-    /// Apply the example `local` MachineClass and a MachineDeployment of 3
-    /// machines (unless they exist) and show their progress until they are
-    /// Running.
-    #[arg(long)]
-    demo: bool,
+    /// Apply an example (unless it exists) and show its progress live:
+    /// `--demo` (or `--demo machines`) a local MachineClass and a
+    /// MachineDeployment of 3 machines; `--demo shoot` a CloudProfile and a
+    /// Shoot with two pools over three zones (10 machines, nodes in the
+    /// shoot's own API server).
+    #[arg(long, num_args = 0..=1, default_missing_value = "machines", value_name = "NAME")]
+    demo: Option<demo::Demo>,
 }
 
 /// The per-user default data directory: `$XDG_DATA_HOME/trellis` or
@@ -279,13 +281,13 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         started.url
     );
     println!("  export KUBECONFIG={}", started.kubeconfig.display());
-    if !args.demo {
+    if args.demo.is_none() {
         println!("  kubectl get machinedeployments,machinesets,machines,nodes");
         println!("  kubectl apply -f examples/machine_classes/local-machine-class.yaml");
     }
     let mut demo = args
         .demo
-        .then(|| tokio::spawn(demo::run(client.clone(), launched)));
+        .map(|which| tokio::spawn(demo::run_demo(client.clone(), launched, which)));
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -302,8 +304,13 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
                 demo = None;
                 match shown.context("the demo panicked")? {
                     Ok(()) => {
-                        println!("  kubectl get machinedeployments,machinesets,machines,nodes");
-                        println!("  trellis status        # the tree; --watch to follow");
+                        if args.demo == Some(demo::Demo::Shoot) {
+                            println!("  kubectl get shoots -A; kubectl get worker,machinedeployments,machines -n {}", demo::SHOOT_CONTROL_NAMESPACE);
+                            println!("  trellis status -A     # Shoot → Worker → deployments → machines → nodes");
+                        } else {
+                            println!("  kubectl get machinedeployments,machinesets,machines,nodes");
+                            println!("  trellis status        # the tree; --watch to follow");
+                        }
                         println!("Ctrl-C stops trellis; `trellis up` again resumes with everything as it was.");
                     }
                     // The controllers and the server keep running: the demo
@@ -415,8 +422,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let level = cli.log_level.clone().unwrap_or_else(|| {
         use std::io::IsTerminal as _;
-        let demo_on_terminal =
-            matches!(&cli.command, Command::Up(a) if a.demo) && std::io::stdout().is_terminal();
+        let demo_on_terminal = matches!(&cli.command, Command::Up(a) if a.demo.is_some())
+            && std::io::stdout().is_terminal();
         if demo_on_terminal { "warn" } else { "info" }.to_string()
     });
     logging::init(&level, cli.log_json);

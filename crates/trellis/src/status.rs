@@ -163,6 +163,18 @@ pub struct Snapshot {
     pub deployments: Vec<MachineDeployment>,
     pub sets: Vec<MachineSet>,
     pub machines: Vec<Machine>,
+    /// Nodes by name with their readiness, when the machines' target
+    /// cluster is known (a shoot's API): shown under their machines.
+    pub nodes: BTreeMap<String, bool>,
+}
+
+/// A Shoot with what trellis made of it: its Worker and the machine objects
+/// of its control namespace.
+#[derive(Clone, Debug, Default)]
+pub struct ShootView {
+    pub shoot: gardener::Shoot,
+    pub worker: Option<worker::Worker>,
+    pub snap: Snapshot,
 }
 
 /// One line of the tree before alignment.
@@ -296,7 +308,126 @@ fn machine_line(m: &Machine, now: Timestamp) -> Line {
 /// The tree: deployments with their sets and machines, then sets without a
 /// deployment, then machines without a set. `message_width` bounds the
 /// last column.
+#[cfg(test)]
 pub fn render(snap: &Snapshot, now: Timestamp, paint: Paint, message_width: usize) -> String {
+    render_all(snap, &[], now, paint, message_width)
+}
+
+/// The tree of `snap` followed by one tree per shoot.
+pub fn render_all(
+    snap: &Snapshot,
+    shoots: &[ShootView],
+    now: Timestamp,
+    paint: Paint,
+    message_width: usize,
+) -> String {
+    let mut lines = tree_lines(snap, now);
+    for view in shoots {
+        lines.extend(shoot_lines(view, now));
+    }
+    if lines.is_empty() {
+        return "No shoots, machine deployments, machine sets or machines.\n".to_string();
+    }
+    format_lines(&lines, paint, message_width)
+}
+
+/// A Shoot, its Worker, and under the Worker the tree of its control
+/// namespace.
+fn shoot_lines(view: &ShootView, now: Timestamp) -> Vec<(String, Line)> {
+    let sh = &view.shoot;
+    let st = sh.status.clone().unwrap_or_default();
+    let (op_state, op_text) = match &st.last_operation {
+        Some(op) => (
+            op.state.clone(),
+            format!("{} {}: {}", op.type_, op.state, op.description),
+        ),
+        None => (String::new(), String::new()),
+    };
+    let tone = |state: &str| match state {
+        "Succeeded" => Tone::Good,
+        "Error" | "Failed" | "Aborted" => Tone::Bad,
+        "" => Tone::Plain,
+        _ => Tone::Busy,
+    };
+    let mut state = if op_state.is_empty() {
+        "New".to_string()
+    } else {
+        op_state.clone()
+    };
+    if st.hibernated {
+        state.push_str(", hibernated");
+    }
+    let mut lines = vec![(
+        String::new(),
+        Line {
+            namespace: sh.metadata.namespace.clone().unwrap_or_default(),
+            name: format!(
+                "Shoot/{}/{}",
+                sh.metadata.namespace.as_deref().unwrap_or(""),
+                name(&sh.metadata)
+            ),
+            state: (state, tone(&op_state)),
+            node: String::new(),
+            age: age(&sh.metadata, now),
+            message: (op_text, tone(&op_state)),
+        },
+    )];
+    let Some(w) = &view.worker else {
+        return lines;
+    };
+    let wop = w.status.as_ref().and_then(|s| s.last_operation.clone());
+    let wstate = wop.as_ref().map(|o| o.state.clone()).unwrap_or_default();
+    lines.push((
+        "└─".to_string(),
+        Line {
+            namespace: w.metadata.namespace.clone().unwrap_or_default(),
+            name: format!("Worker/{}", name(&w.metadata)),
+            state: (
+                if wstate.is_empty() {
+                    "New".into()
+                } else {
+                    wstate.clone()
+                },
+                tone(&wstate),
+            ),
+            node: String::new(),
+            age: age(&w.metadata, now),
+            message: (
+                wop.map(|o| o.description).unwrap_or_default(),
+                if tone(&wstate) == Tone::Bad {
+                    Tone::Bad
+                } else {
+                    Tone::Plain
+                },
+            ),
+        },
+    ));
+    // The namespace's roots hang under the Worker; their subtrees move
+    // along with them.
+    let inner = tree_lines(&view.snap, now);
+    let roots: Vec<usize> = inner
+        .iter()
+        .enumerate()
+        .filter(|(_, (p, _))| p.is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    let last_root = roots.last().copied().unwrap_or(0);
+    for (i, (prefix, line)) in inner.into_iter().enumerate() {
+        let under_last = i >= last_root;
+        let p = if prefix.is_empty() {
+            format!("  {}", if i == last_root { "└─" } else { "├─" })
+        } else {
+            format!("  {}{prefix}", if under_last { "  " } else { "│ " })
+        };
+        lines.push((p, line));
+    }
+    lines
+}
+
+/// The lines of the machine objects of `snap`: deployments with their
+/// sets and machines (and nodes), then sets without a deployment, then
+/// machines without a set.
+fn tree_lines(snap: &Snapshot, now: Timestamp) -> Vec<(String, Line)> {
     // (indent prefix, line)
     let mut lines: Vec<(String, Line)> = Vec::new();
     let by_name = |a: &ObjectMeta, b: &ObjectMeta| {
@@ -332,15 +463,37 @@ pub fn render(snap: &Snapshot, now: Timestamp, paint: Paint, message_width: usiz
         .len()
         > 1;
 
+    let push_node = |lines: &mut Vec<(String, Line)>, m: &Machine, indent: &str| {
+        let Some(node) = m.metadata.labels.as_ref().and_then(|l| l.get("node")) else {
+            return;
+        };
+        let Some(ready) = snap.nodes.get(node) else {
+            return;
+        };
+        lines.push((
+            format!("{indent}└─"),
+            Line {
+                namespace: String::new(),
+                name: format!("Node/{node}"),
+                state: if *ready {
+                    ("Ready".into(), Tone::Good)
+                } else {
+                    ("NotReady".into(), Tone::Bad)
+                },
+                node: String::new(),
+                age: String::new(),
+                message: (String::new(), Tone::Plain),
+            },
+        ));
+    };
     let push_machines = |lines: &mut Vec<(String, Line)>, owner: &str, indent: &str| {
         let ms = machines_of.get(owner).cloned().unwrap_or_default();
         for (i, m) in ms.iter().enumerate() {
-            let branch = if i + 1 == ms.len() {
-                "└─"
-            } else {
-                "├─"
-            };
+            let last = i + 1 == ms.len();
+            let branch = if last { "└─" } else { "├─" };
             lines.push((format!("{indent}{branch}"), machine_line(m, now)));
+            let below = format!("{indent}{}", if last { "  " } else { "│ " });
+            push_node(lines, m, &below);
         }
     };
     for d in &deployments {
@@ -366,10 +519,8 @@ pub fn render(snap: &Snapshot, now: Timestamp, paint: Paint, message_width: usiz
         let orphan = controller_uid(&m.metadata).is_none_or(|o| !set_uids.contains(o));
         if orphan {
             lines.push((String::new(), machine_line(m, now)));
+            push_node(&mut lines, m, "");
         }
-    }
-    if lines.is_empty() {
-        return "No machine deployments, machine sets or machines.\n".to_string();
     }
     if all_namespaces {
         // Names are ambiguous across namespaces: qualify the rows.
@@ -380,6 +531,12 @@ pub fn render(snap: &Snapshot, now: Timestamp, paint: Paint, message_width: usiz
         }
     }
 
+    lines
+}
+
+/// Aligns the lines into columns, colours them, and cuts the last column
+/// to `message_width`.
+fn format_lines(lines: &[(String, Line)], paint: Paint, message_width: usize) -> String {
     let width = |f: &dyn Fn(&(String, Line)) -> usize| lines.iter().map(f).max().unwrap_or(0);
     let w_name = width(&|(p, l)| p.chars().count() + l.name.chars().count()).max(4);
     let w_state = width(&|(_, l)| l.state.0.chars().count()).max(5);
@@ -396,7 +553,7 @@ pub fn render(snap: &Snapshot, now: Timestamp, paint: Paint, message_width: usiz
         ),
     );
     out.push('\n');
-    for (prefix, l) in &lines {
+    for (prefix, l) in lines {
         let name_pad = w_name - prefix.chars().count() - l.name.chars().count();
         let state = format!("{:w_state$}", l.state.0);
         let row = format!(
@@ -439,7 +596,94 @@ async fn snapshot(client: &kube::Client, namespace: Option<&str>) -> anyhow::Res
         deployments: deployments.items,
         sets: sets.items,
         machines: machines.items,
+        nodes: BTreeMap::new(),
     })
+}
+
+/// The Nodes of a shoot's own API server (through the kubeconfig Secret in
+/// its control namespace), by name with their readiness; `None` when the
+/// shoot API cannot be reached.
+async fn shoot_nodes(client: &kube::Client, control_ns: &str) -> Option<BTreeMap<String, bool>> {
+    use k8s_openapi::api::core::v1::{Node, Secret};
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), control_ns);
+    let secret = secrets.get_opt("kubeconfig").await.ok()??;
+    let raw = secret.data?.get("kubeconfig")?.0.clone();
+    let kc = kube::config::Kubeconfig::from_yaml(std::str::from_utf8(&raw).ok()?).ok()?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .ok()?;
+    let shoot = kube::Client::try_from(config).ok()?;
+    let nodes = Api::<Node>::all(shoot)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    Some(
+        nodes
+            .items
+            .into_iter()
+            .map(|n| {
+                let ready = n
+                    .status
+                    .and_then(|s| s.conditions)
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                (n.metadata.name.unwrap_or_default(), ready)
+            })
+            .collect(),
+    )
+}
+
+/// Every Shoot of the namespace (or all), each with its Worker, the
+/// machine objects of its control namespace and its nodes. No Shoot CRD
+/// (a plain cluster) means no shoots.
+async fn shoots(client: &kube::Client, namespace: Option<&str>) -> anyhow::Result<Vec<ShootView>> {
+    let api: Api<gardener::Shoot> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let list = match api.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Vec::new()),
+        Err(e) => return Err(e).context("listing shoots"),
+    };
+    let mut views = Vec::new();
+    for shoot in list {
+        let tid = shoot
+            .status
+            .as_ref()
+            .map(|s| s.technical_id.clone())
+            .unwrap_or_default();
+        if tid.is_empty() {
+            views.push(ShootView {
+                shoot,
+                ..ShootView::default()
+            });
+            continue;
+        }
+        let workers: Api<worker::Worker> = Api::namespaced(client.clone(), &tid);
+        let worker = workers.get_opt(&tid).await.ok().flatten();
+        let mut snap = snapshot(client, Some(&tid)).await?;
+        snap.nodes = shoot_nodes(client, &tid).await.unwrap_or_default();
+        views.push(ShootView {
+            shoot,
+            worker,
+            snap,
+        });
+    }
+    Ok(views)
+}
+
+/// The machine objects outside any shoot's control namespace (those are
+/// shown under their shoot).
+fn outside_shoots(mut snap: Snapshot, views: &[ShootView]) -> Snapshot {
+    let owned: std::collections::HashSet<String> = views
+        .iter()
+        .filter_map(|v| v.shoot.status.as_ref().map(|s| s.technical_id.clone()))
+        .collect();
+    let keep = |m: &ObjectMeta| !owned.contains(m.namespace.as_deref().unwrap_or(""));
+    snap.deployments.retain(|d| keep(&d.metadata));
+    snap.sets.retain(|s| keep(&s.metadata));
+    snap.machines.retain(|m| keep(&m.metadata));
+    snap
 }
 
 /// The kubeconfig `status` uses when none is given.
@@ -458,8 +702,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let tty = std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
-        let snap = snapshot(&client, namespace).await?;
-        let tree = render(&snap, Timestamp::now(), paint, 80);
+        let views = shoots(&client, namespace).await?;
+        let snap = outside_shoots(snapshot(&client, namespace).await?, &views);
+        let tree = render_all(&snap, &views, Timestamp::now(), paint, 80);
         if !args.watch {
             print!("{tree}");
             return Ok(());
@@ -556,6 +801,7 @@ mod tests {
             deployments: vec![md],
             sets: vec![ms],
             machines: vec![failed, single, running],
+            nodes: BTreeMap::new(),
         }
     }
 
@@ -616,8 +862,72 @@ Machine/single          New                       30s
     }
 
     #[test]
+    fn a_shoot_shows_its_worker_deployments_machines_and_nodes() {
+        let mut snap = sample();
+        snap.machines
+            .retain(|m| m.metadata.name.as_deref() != Some("single"));
+        snap.nodes.insert("node-1".into(), true);
+        let shoot: gardener::Shoot = serde_json::from_value(serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+            "metadata": {"name": "demo", "namespace": "garden-local",
+                "creationTimestamp": "1970-01-01T00:00:00Z"},
+            "spec": {},
+            "status": {"technicalID": "shoot--local--demo", "hibernated": false,
+                "lastOperation": {"type": "Reconcile", "state": "Succeeded", "progress": 100,
+                    "description": "Shoot cluster has been successfully reconciled."}}
+        }))
+        .unwrap();
+        let worker: worker::Worker = serde_json::from_value(serde_json::json!({
+            "apiVersion": "extensions.gardener.cloud/v1alpha1", "kind": "Worker",
+            "metadata": {"name": "shoot--local--demo", "namespace": "shoot--local--demo"},
+            "spec": {"type": "local", "region": "local", "secretRef": {"name": "cloudprovider"}, "pools": []},
+            "status": {"lastOperation": {"type": "Reconcile", "state": "Processing", "progress": 50,
+                "description": "Waiting until machines are available"}}
+        }))
+        .unwrap();
+        let view = ShootView {
+            shoot,
+            worker: Some(worker),
+            snap,
+        };
+        let now = Timestamp::from_second(130).unwrap();
+        let tree = render_all(&Snapshot::default(), &[view], now, Paint::none(), 80);
+        let names: Vec<&str> = tree
+            .lines()
+            .skip(1)
+            .map(|l| {
+                // The tree prefix and the name: up to the first column gap
+                // after the name starts.
+                let start = l.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(0);
+                let end = l[start..].find("  ").map_or(l.len(), |i| start + i);
+                &l[..end]
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Shoot/garden-local/demo",
+                "└─Worker/shoot--local--demo",
+                "  └─MachineDeployment/demo",
+                "    └─MachineSet/demo-abc",
+                "      ├─Machine/demo-abc-1",
+                "      │ └─Node/node-1",
+                "      └─Machine/demo-abc-2",
+            ],
+            "\n{tree}"
+        );
+        assert!(
+            tree.contains("Reconcile Succeeded: Shoot cluster"),
+            "{tree}"
+        );
+        assert!(tree.contains("Processing"), "{tree}");
+        let node_line = tree.lines().find(|l| l.contains("Node/node-1")).unwrap();
+        assert!(node_line.contains("Ready"), "{node_line}");
+    }
+
+    #[test]
     fn an_empty_namespace_says_so() {
         let tree = render(&Snapshot::default(), Timestamp::now(), Paint::none(), 80);
-        assert!(tree.starts_with("No machine deployments"));
+        assert!(tree.starts_with("No shoots, machine deployments"));
     }
 }
