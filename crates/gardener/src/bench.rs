@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeZone, Utc};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::maintenance::compatible_image_versions;
 use crate::render::render;
 use crate::types::{
     Capabilities, CapabilityDefinition, CloudProfileReference, CloudProfileSpec, ExpirableVersion,
@@ -299,10 +298,11 @@ pub fn run(config: BenchConfig) -> BenchReport {
     let build = started.elapsed();
 
     let started = Instant::now();
+    let index = crate::maintenance::CompatibilityIndex::new(&parent, now);
     let compatible_pairs: usize = parent
         .machine_types
         .iter()
-        .map(|t| compatible_image_versions(&parent, t, now).len())
+        .map(|t| index.for_type(t).len())
         .sum();
     let filter = started.elapsed();
 

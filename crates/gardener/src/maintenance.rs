@@ -684,23 +684,98 @@ pub fn compatible_image_versions<'a>(
     machine_type: &MachineType,
     now: DateTime<Utc>,
 ) -> Vec<(&'a str, &'a str)> {
-    let defs = &profile.machine_capabilities;
-    let arch = capabilities::machine_type_architecture(machine_type, defs)
-        .unwrap_or_else(|| AMD64.to_string());
-    let mut out = Vec::new();
-    for image in &profile.machine_images {
-        for v in &image.versions {
-            if version_supports_architecture(v, &arch, defs)
-                && capabilities::supported_by_flavors(
-                    &machine_type.capabilities,
-                    &v.capability_flavors,
-                    defs,
-                )
-                && lifecycle::is_active(&v.expirable, now)
-            {
-                out.push((image.name.as_str(), v.version()));
-            }
-        }
+    CompatibilityIndex::new(profile, now).for_type(machine_type)
+}
+
+/// A profile's active image versions, prepared once so that many machine
+/// types can be filtered against them (a dashboard listing every type):
+/// the lifecycle is judged once per version instead of once per pair.
+pub struct CompatibilityIndex<'a> {
+    profile: &'a CloudProfileSpec,
+    active: Vec<(&'a str, &'a MachineImageVersion)>,
+}
+
+impl<'a> CompatibilityIndex<'a> {
+    /// Keeps the versions active at `now`.
+    pub fn new(profile: &'a CloudProfileSpec, now: DateTime<Utc>) -> CompatibilityIndex<'a> {
+        let active = profile
+            .machine_images
+            .iter()
+            .flat_map(|image| image.versions.iter().map(move |v| (image.name.as_str(), v)))
+            .filter(|(_, v)| lifecycle::is_active(&v.expirable, now))
+            .collect();
+        CompatibilityIndex { profile, active }
     }
-    out
+
+    /// The `(image, version)` pairs `machine_type` can boot, in profile
+    /// order: its architecture is offered, and one flavor shares a value
+    /// with the type for every defined capability.
+    pub fn for_type(&self, machine_type: &MachineType) -> Vec<(&'a str, &'a str)> {
+        let defs = &self.profile.machine_capabilities;
+        let arch = capabilities::machine_type_architecture(machine_type, defs)
+            .unwrap_or_else(|| AMD64.to_string());
+        // The type's defaulted values per definition, computed once.
+        let wanted: Vec<&[String]> = defs
+            .iter()
+            .map(|d| capabilities::effective(&machine_type.capabilities, d))
+            .collect();
+        let fits = |f: &crate::Capabilities| {
+            defs.iter().zip(&wanted).all(|(d, want)| {
+                let offered = capabilities::effective(f, d);
+                want.iter().any(|w| offered.contains(w))
+            })
+        };
+        self.active
+            .iter()
+            .filter(|(_, v)| {
+                version_supports_architecture(v, &arch, defs)
+                    && (v.capability_flavors.is_empty() || v.capability_flavors.iter().any(fits))
+            })
+            .map(|(image, v)| (*image, v.version()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod index_tests {
+    use super::*;
+    use crate::bench::{BenchConfig, bench_now, synthetic_profile};
+
+    /// The prepared index answers exactly what the per-pair definition
+    /// (architecture, one compatible flavor, active) answers.
+    #[test]
+    fn the_index_agrees_with_the_pairwise_definition() {
+        let profile = synthetic_profile(BenchConfig {
+            machine_types: 60,
+            image_versions: 40,
+            flavors: 8,
+            ncps: 0,
+        });
+        let now = bench_now();
+        let defs = &profile.machine_capabilities;
+        let index = CompatibilityIndex::new(&profile, now);
+        let mut total = 0;
+        for t in &profile.machine_types {
+            let arch = capabilities::machine_type_architecture(t, defs)
+                .unwrap_or_else(|| AMD64.to_string());
+            let want: Vec<(&str, &str)> = profile
+                .machine_images
+                .iter()
+                .flat_map(|i| i.versions.iter().map(move |v| (i, v)))
+                .filter(|(_, v)| {
+                    version_supports_architecture(v, &arch, defs)
+                        && capabilities::supported_by_flavors(
+                            &t.capabilities,
+                            &v.capability_flavors,
+                            defs,
+                        )
+                        && lifecycle::is_active(&v.expirable, now)
+                })
+                .map(|(i, v)| (i.name.as_str(), v.version()))
+                .collect();
+            total += want.len();
+            assert_eq!(index.for_type(t), want, "machine type {}", t.name);
+        }
+        assert!(total > 0, "the sample has compatible pairs");
+    }
 }
