@@ -72,10 +72,7 @@ pub fn intersect(a: &Capabilities, b: &Capabilities) -> Capabilities {
 /// The values `caps` has for `def` after defaulting, without building the
 /// defaulted map: matching runs for every type × version × flavor, so it
 /// must not allocate.
-pub(crate) fn effective<'a>(
-    caps: &'a Capabilities,
-    def: &'a CapabilityDefinition,
-) -> &'a [String] {
+pub(crate) fn effective<'a>(caps: &'a Capabilities, def: &'a CapabilityDefinition) -> &'a [String] {
     match caps.get(&def.name) {
         Some(v) if !v.is_empty() => v,
         _ => &def.values,

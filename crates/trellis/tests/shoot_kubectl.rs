@@ -183,6 +183,28 @@ fn a_shoot_becomes_machines_and_nodes_and_goes_away() {
     let data = tmp.path();
     let _up = start_command("up", data, &[]);
     let kc = data.join("admin.kubeconfig");
+
+    // The Worker contract's documented example applies as it is.
+    ok(&kc, &["create", "namespace", "shoot--foo--bar"]);
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-worker.yaml");
+    ok(&kc, &["apply", "-f", seed.to_str().unwrap()]);
+    let documented = json(&kc, &["get", "worker", "bar", "-n", "shoot--foo--bar"]);
+    assert_eq!(
+        s(&documented, "/spec/pools/0/machineImage/version"),
+        "1967.5.0"
+    );
+    assert_eq!(
+        s(
+            &documented,
+            "/spec/pools/0/machineControllerManager/drainTimeout"
+        ),
+        "10m"
+    );
+    ok(
+        &kc,
+        &["delete", "namespace", "shoot--foo--bar", "--wait=false"],
+    );
+
     let ex = examples();
     ok(
         &kc,

@@ -26,6 +26,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         &["type", "region", "secretRef", "pools"],
     );
     require_pool_fields(&mut worker);
+    accept_seed_timeout_names(&mut worker);
+    accept_numeric_thresholds(&mut worker);
     let mut cluster = Cluster::crd();
     require(&mut cluster, "spec", &["cloudProfile", "seed", "shoot"]);
     vec![worker, cluster]
@@ -68,6 +70,86 @@ fn set_required(schema: &mut JSONSchemaProps, fields: &[&str]) {
         }
     }
     required.sort();
+}
+
+/// The Worker contract's documentation (seed 002) writes a pool's MCM
+/// timeouts as `drainTimeout`, `healthTimeout` and `creationTimeout`, the
+/// types as `machineDrainTimeout` and so on. The types read both; the
+/// schema must list both too, or strict field validation would reject the
+/// documented example.
+fn accept_seed_timeout_names(crd: &mut CustomResourceDefinition) {
+    let Some(settings) = root_schema(crd)
+        .and_then(|root| root.properties.as_mut())
+        .and_then(|props| props.get_mut("spec"))
+        .and_then(|spec| spec.properties.as_mut())
+        .and_then(|props| props.get_mut("pools"))
+        .and_then(|pools| pools.items.as_mut())
+        .and_then(|items| match items {
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s.as_mut()),
+            _ => None,
+        })
+        .and_then(|pool| pool.properties.as_mut())
+        .and_then(|props| props.get_mut("machineControllerManager"))
+        .and_then(|m| m.properties.as_mut())
+    else {
+        return;
+    };
+    for (alias, field) in [
+        ("drainTimeout", "machineDrainTimeout"),
+        ("healthTimeout", "machineHealthTimeout"),
+        ("creationTimeout", "machineCreationTimeout"),
+    ] {
+        if let Some(schema) = settings.get(field).cloned() {
+            settings
+                .entry(alias.to_string())
+                .or_insert(JSONSchemaProps {
+                    description: Some(format!(
+                        "Alias of {field}, as the Worker contract's documentation writes it."
+                    )),
+                    ..schema
+                });
+        }
+    }
+}
+
+/// The pool schema's property `name` under `machineControllerManager` or
+/// `clusterAutoscaler` etc.
+fn pool_property<'a>(
+    crd: &'a mut CustomResourceDefinition,
+    property: &str,
+) -> Option<&'a mut std::collections::BTreeMap<String, JSONSchemaProps>> {
+    root_schema(crd)
+        .and_then(|root| root.properties.as_mut())
+        .and_then(|props| props.get_mut("spec"))
+        .and_then(|spec| spec.properties.as_mut())
+        .and_then(|props| props.get_mut("pools"))
+        .and_then(|pools| pools.items.as_mut())
+        .and_then(|items| match items {
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s.as_mut()),
+            _ => None,
+        })
+        .and_then(|pool| pool.properties.as_mut())
+        .and_then(|props| props.get_mut(property))
+        .and_then(|m| m.properties.as_mut())
+}
+
+/// Upstream types the autoscaler's utilization thresholds as strings
+/// (`"0.5"`); the contract's documentation writes numbers (`0.5`). The
+/// types read both, so the schema accepts any scalar there.
+fn accept_numeric_thresholds(crd: &mut CustomResourceDefinition) {
+    let Some(settings) = pool_property(crd, "clusterAutoscaler") else {
+        return;
+    };
+    for field in [
+        "scaleDownUtilizationThreshold",
+        "scaleDownGpuUtilizationThreshold",
+    ] {
+        if let Some(schema) = settings.get_mut(field) {
+            schema.type_ = None;
+            schema.nullable = None;
+            schema.x_kubernetes_preserve_unknown_fields = Some(true);
+        }
+    }
 }
 
 /// Upstream's pool fields without `omitempty` are required in its schema.
