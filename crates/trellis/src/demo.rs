@@ -261,16 +261,29 @@ pub async fn run_shoot(client: kube::Client, started: Instant) -> anyhow::Result
         );
     }
     let machines: Api<Machine> = Api::namespaced(client, SHOOT_CONTROL_NAMESPACE);
+    follow(started, " of Shoot garden-local/demo", || async {
+        let list = machines
+            .list(&ListParams::default())
+            .await
+            .context("listing the shoot's machines")?;
+        Ok(Progress::over(desired, list.items.iter().collect()))
+    })
+    .await
+}
+
+/// Redraws the progress `observe` reports every [`POLL`] until every
+/// desired machine is Running, then says how long it took.
+async fn follow<F, Fut>(started: Instant, whose: &str, mut observe: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Progress>>,
+{
     let tty = std::io::stdout().is_terminal();
     let paint = Paint::for_stdout();
     let mut drawn = 0usize;
     let mut last_summary = String::new();
     loop {
-        let list = machines
-            .list(&ListParams::default())
-            .await
-            .context("listing the shoot's machines")?;
-        let progress = Progress::over(desired, list.items.iter().collect());
+        let progress = observe().await?;
         let elapsed = started.elapsed();
         draw(
             &progress,
@@ -282,7 +295,7 @@ pub async fn run_shoot(client: kube::Client, started: Instant) -> anyhow::Result
         )?;
         if progress.done() {
             println!(
-                "demo: {}/{} machines of Shoot garden-local/demo Running after {:.1}s",
+                "demo: {}/{} machines{whose} Running after {:.1}s",
                 progress.running,
                 progress.desired,
                 elapsed.as_secs_f64()
@@ -308,11 +321,7 @@ pub async fn run(client: kube::Client, started: Instant) -> anyhow::Result<()> {
     }
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), NAMESPACE);
     let machines: Api<Machine> = Api::namespaced(client, NAMESPACE);
-    let tty = std::io::stdout().is_terminal();
-    let paint = Paint::for_stdout();
-    let mut drawn = 0usize;
-    let mut last_summary = String::new();
-    loop {
+    follow(started, "", || async {
         let md = mds
             .get_opt(DEPLOYMENT)
             .await
@@ -321,27 +330,9 @@ pub async fn run(client: kube::Client, started: Instant) -> anyhow::Result<()> {
             .list(&ListParams::default())
             .await
             .context("listing machines")?;
-        let progress = Progress::of(md.as_ref(), &list.items);
-        let elapsed = started.elapsed();
-        draw(
-            &progress,
-            elapsed,
-            tty,
-            paint,
-            &mut drawn,
-            &mut last_summary,
-        )?;
-        if progress.done() {
-            println!(
-                "demo: {}/{} machines Running after {:.1}s",
-                progress.running,
-                progress.desired,
-                elapsed.as_secs_f64()
-            );
-            return Ok(());
-        }
-        tokio::time::sleep(POLL).await;
-    }
+        Ok(Progress::of(md.as_ref(), &list.items))
+    })
+    .await
 }
 
 /// One frame of the progress display (see [`run`]).

@@ -78,20 +78,7 @@ fn set_required(schema: &mut JSONSchemaProps, fields: &[&str]) {
 /// schema must list both too, or strict field validation would reject the
 /// documented example.
 fn accept_seed_timeout_names(crd: &mut CustomResourceDefinition) {
-    let Some(settings) = root_schema(crd)
-        .and_then(|root| root.properties.as_mut())
-        .and_then(|props| props.get_mut("spec"))
-        .and_then(|spec| spec.properties.as_mut())
-        .and_then(|props| props.get_mut("pools"))
-        .and_then(|pools| pools.items.as_mut())
-        .and_then(|items| match items {
-            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s.as_mut()),
-            _ => None,
-        })
-        .and_then(|pool| pool.properties.as_mut())
-        .and_then(|props| props.get_mut("machineControllerManager"))
-        .and_then(|m| m.properties.as_mut())
-    else {
+    let Some(settings) = pool_property(crd, "machineControllerManager") else {
         return;
     };
     for (alias, field) in [
@@ -112,12 +99,8 @@ fn accept_seed_timeout_names(crd: &mut CustomResourceDefinition) {
     }
 }
 
-/// The pool schema's property `name` under `machineControllerManager` or
-/// `clusterAutoscaler` etc.
-fn pool_property<'a>(
-    crd: &'a mut CustomResourceDefinition,
-    property: &str,
-) -> Option<&'a mut std::collections::BTreeMap<String, JSONSchemaProps>> {
+/// The schema of one worker pool (`spec.pools[]`).
+fn pool_schema(crd: &mut CustomResourceDefinition) -> Option<&mut JSONSchemaProps> {
     root_schema(crd)
         .and_then(|root| root.properties.as_mut())
         .and_then(|props| props.get_mut("spec"))
@@ -128,6 +111,15 @@ fn pool_property<'a>(
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s.as_mut()),
             _ => None,
         })
+}
+
+/// The properties of the pool's object-valued field `property`
+/// (`machineControllerManager`, `clusterAutoscaler`, ...).
+fn pool_property<'a>(
+    crd: &'a mut CustomResourceDefinition,
+    property: &str,
+) -> Option<&'a mut std::collections::BTreeMap<String, JSONSchemaProps>> {
+    pool_schema(crd)
         .and_then(|pool| pool.properties.as_mut())
         .and_then(|props| props.get_mut(property))
         .and_then(|m| m.properties.as_mut())
@@ -154,17 +146,7 @@ fn accept_numeric_thresholds(crd: &mut CustomResourceDefinition) {
 
 /// Upstream's pool fields without `omitempty` are required in its schema.
 fn require_pool_fields(crd: &mut CustomResourceDefinition) {
-    let Some(pool) = root_schema(crd)
-        .and_then(|root| root.properties.as_mut())
-        .and_then(|props| props.get_mut("spec"))
-        .and_then(|spec| spec.properties.as_mut())
-        .and_then(|props| props.get_mut("pools"))
-        .and_then(|pools| pools.items.as_mut())
-        .and_then(|items| match items {
-            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s.as_mut()),
-            _ => None,
-        })
-    else {
+    let Some(pool) = pool_schema(crd) else {
         return;
     };
     set_required(
