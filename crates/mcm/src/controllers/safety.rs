@@ -383,42 +383,14 @@ async fn apply_set(
     change: &FreezeChange,
     now: DateTime<Utc>,
 ) -> Result<Option<MachineSet>, Error> {
-    let what = || format!("machine set {}", change.name);
-    match api
-        .patch(
-            &change.name,
-            &PatchParams::default(),
-            &Patch::Merge(freeze_meta_patch(change)),
+    apply_freeze(api, change, "machine set", |set: &mut MachineSet| {
+        set_frozen_condition(
+            &mut set.status.get_or_insert_default().conditions,
+            change,
+            now,
         )
-        .await
-    {
-        Ok(_) => {}
-        Err(e) if is_status(&e, 404) => return Ok(None),
-        Err(e) => return Err(Error::api(what(), e)),
-    }
-    for _ in 0..CONFLICT_ATTEMPTS {
-        let Some(mut set) = api
-            .get_opt(&change.name)
-            .await
-            .map_err(|e| Error::api(what(), e))?
-        else {
-            return Ok(None);
-        };
-        let st = set.status.get_or_insert_default();
-        if !set_frozen_condition(&mut st.conditions, change, now) {
-            return Ok(Some(set));
-        }
-        match api
-            .replace_status(&change.name, &PostParams::default(), &set)
-            .await
-        {
-            Ok(set) => return Ok(Some(set)),
-            Err(e) if is_status(&e, 409) => continue,
-            Err(e) if is_status(&e, 404) => return Ok(None),
-            Err(e) => return Err(Error::api(what(), e)),
-        }
-    }
-    Err(Error::FreezeConflict(what()))
+    })
+    .await
 }
 
 /// Applies a freeze change to a deployment, as [`apply_set`].
@@ -427,7 +399,35 @@ async fn apply_deployment(
     change: &FreezeChange,
     now: DateTime<Utc>,
 ) -> Result<Option<MachineDeployment>, Error> {
-    let what = || format!("machine deployment {}", change.name);
+    apply_freeze(
+        api,
+        change,
+        "machine deployment",
+        |md: &mut MachineDeployment| {
+            set_md_frozen_condition(
+                &mut md.status.get_or_insert_default().conditions,
+                change,
+                now,
+            )
+        },
+    )
+    .await
+}
+
+/// The shared steps of [`apply_set`] and [`apply_deployment`]: the freeze
+/// label by merge patch, then `set_condition` on a fresh copy written with
+/// the status subresource, retried on conflicts. `set_condition` says
+/// whether it changed anything.
+async fn apply_freeze<K>(
+    api: &Api<K>,
+    change: &FreezeChange,
+    kind: &str,
+    set_condition: impl Fn(&mut K) -> bool,
+) -> Result<Option<K>, Error>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let what = || format!("{kind} {}", change.name);
     match api
         .patch(
             &change.name,
@@ -441,22 +441,21 @@ async fn apply_deployment(
         Err(e) => return Err(Error::api(what(), e)),
     }
     for _ in 0..CONFLICT_ATTEMPTS {
-        let Some(mut md) = api
+        let Some(mut obj) = api
             .get_opt(&change.name)
             .await
             .map_err(|e| Error::api(what(), e))?
         else {
             return Ok(None);
         };
-        let st = md.status.get_or_insert_default();
-        if !set_md_frozen_condition(&mut st.conditions, change, now) {
-            return Ok(Some(md));
+        if !set_condition(&mut obj) {
+            return Ok(Some(obj));
         }
         match api
-            .replace_status(&change.name, &PostParams::default(), &md)
+            .replace_status(&change.name, &PostParams::default(), &obj)
             .await
         {
-            Ok(md) => return Ok(Some(md)),
+            Ok(obj) => return Ok(Some(obj)),
             Err(e) if is_status(&e, 409) => continue,
             Err(e) if is_status(&e, 404) => return Ok(None),
             Err(e) => return Err(Error::api(what(), e)),
