@@ -112,10 +112,12 @@ async fn live(machines: &Api<Machine>) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_update_keeps_capacity_and_surge() {
+/// An embedded server with the machine set and deployment controllers in
+/// namespace `default`, and a stand-in machine controller that turns
+/// machines Running after `boot`.
+async fn controllers_over_fake_machines(boot: Duration) -> kube::Client {
     let client = server().await;
-    fake_machine_controller(client.clone(), Duration::from_millis(150));
+    fake_machine_controller(client.clone(), boot);
     let config = mcm::controllers::Config {
         namespace: "default".into(),
         ..Default::default()
@@ -124,6 +126,12 @@ async fn rolling_update_keeps_capacity_and_surge() {
     tokio::spawn(async move {
         mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
     });
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_keeps_capacity_and_surge() {
+    let client = controllers_over_fake_machines(Duration::from_millis(150)).await;
 
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
@@ -222,16 +230,7 @@ async fn rolling_update_keeps_capacity_and_surge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreate_pause_and_failed_replacement() {
-    let client = server().await;
-    fake_machine_controller(client.clone(), Duration::from_millis(100));
-    let config = mcm::controllers::Config {
-        namespace: "default".into(),
-        ..Default::default()
-    };
-    let c = client.clone();
-    tokio::spawn(async move {
-        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
-    });
+    let client = controllers_over_fake_machines(Duration::from_millis(100)).await;
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
     mds.create(
@@ -305,16 +304,7 @@ async fn recreate_pause_and_failed_replacement() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autoscaler_targeted_deletion_removes_exactly_the_named_machine() {
-    let client = server().await;
-    fake_machine_controller(client.clone(), Duration::from_millis(100));
-    let config = mcm::controllers::Config {
-        namespace: "default".into(),
-        ..Default::default()
-    };
-    let c = client.clone();
-    tokio::spawn(async move {
-        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
-    });
+    let client = controllers_over_fake_machines(Duration::from_millis(100)).await;
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
     mds.create(
@@ -369,16 +359,7 @@ async fn autoscaler_targeted_deletion_removes_exactly_the_named_machine() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_restores_the_previous_template() {
-    let client = server().await;
-    fake_machine_controller(client.clone(), Duration::from_millis(100));
-    let config = mcm::controllers::Config {
-        namespace: "default".into(),
-        ..Default::default()
-    };
-    let c = client.clone();
-    tokio::spawn(async move {
-        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
-    });
+    let client = controllers_over_fake_machines(Duration::from_millis(100)).await;
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), "default");
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
     mds.create(
