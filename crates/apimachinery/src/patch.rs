@@ -60,6 +60,37 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The RFC 7386 merge patch that turns `from` into `to` (the inverse of
+/// [`merge_patch`]); `None` when they are equal. Members `to` lacks become
+/// `null`; arrays and scalars that differ are sent whole.
+pub fn merge_patch_diff(from: &Value, to: &Value) -> Option<Value> {
+    match (from, to) {
+        (Value::Object(f), Value::Object(t)) => {
+            let mut out = Map::new();
+            for (k, fv) in f {
+                match t.get(k) {
+                    None => {
+                        out.insert(k.clone(), Value::Null);
+                    }
+                    Some(tv) => {
+                        if let Some(d) = merge_patch_diff(fv, tv) {
+                            out.insert(k.clone(), d);
+                        }
+                    }
+                }
+            }
+            for (k, tv) in t {
+                if !f.contains_key(k) {
+                    out.insert(k.clone(), tv.clone());
+                }
+            }
+            (!out.is_empty()).then_some(Value::Object(out))
+        }
+        (f, t) if f == t => None,
+        (_, t) => Some(t.clone()),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // RFC 6902 JSON patch
 // ---------------------------------------------------------------------------
@@ -453,6 +484,39 @@ fn serialized_len(value: &Value) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn merge_patch_diff_removes_what_the_target_lacks() {
+        use serde_json::json;
+        let cases = [
+            (json!({"a": 1}), json!({"a": 1}), None),
+            (json!({"a": 1}), json!({"a": 2}), Some(json!({"a": 2}))),
+            (
+                json!({"a": 1, "b": 2}),
+                json!({"a": 1}),
+                Some(json!({"b": null})),
+            ),
+            (
+                json!({"l": {"x": "1", "y": "2"}}),
+                json!({"l": {"x": "1", "z": "3"}}),
+                Some(json!({"l": {"y": null, "z": "3"}})),
+            ),
+            (
+                json!({"t": [1, 2]}),
+                json!({"t": [2]}),
+                Some(json!({"t": [2]})),
+            ),
+        ];
+        for (from, to, want) in cases {
+            let diff = merge_patch_diff(&from, &to);
+            assert_eq!(diff, want, "{from} -> {to}");
+            let mut applied = from.clone();
+            if let Some(d) = &diff {
+                merge_patch(&mut applied, d);
+            }
+            assert_eq!(applied, to, "the diff reproduces the target");
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -129,39 +129,8 @@ pub fn template_sync(set: &MachineSet, m: &Machine) -> Option<serde_json::Value>
         v.insert("class".into(), serde_json::json!({"kind": spec.class.kind}));
         Some(serde_json::Value::Object(v))
     };
-    let patch = merge_diff(&view(&m.spec)?, &view(want)?)?;
+    let patch = apimachinery::patch::merge_patch_diff(&view(&m.spec)?, &view(want)?)?;
     Some(serde_json::json!({"spec": patch}))
-}
-
-/// The JSON merge patch (RFC 7386) that turns `from` into `to`; `None`
-/// when they are equal. Keys `to` lacks become `null`.
-pub fn merge_diff(from: &serde_json::Value, to: &serde_json::Value) -> Option<serde_json::Value> {
-    use serde_json::Value;
-    match (from, to) {
-        (Value::Object(f), Value::Object(t)) => {
-            let mut out = serde_json::Map::new();
-            for (k, fv) in f {
-                match t.get(k) {
-                    None => {
-                        out.insert(k.clone(), Value::Null);
-                    }
-                    Some(tv) => {
-                        if let Some(d) = merge_diff(fv, tv) {
-                            out.insert(k.clone(), d);
-                        }
-                    }
-                }
-            }
-            for (k, tv) in t {
-                if !f.contains_key(k) {
-                    out.insert(k.clone(), tv.clone());
-                }
-            }
-            (!out.is_empty()).then_some(Value::Object(out))
-        }
-        (f, t) if f == t => None,
-        (_, t) => Some(t.clone()),
-    }
 }
 
 /// The decision for one machine set over the machines it owns.
@@ -439,33 +408,6 @@ mod tests {
         let p = plan(&s, &[], t(0));
         assert_eq!(p.create, 0);
         assert!(p.held.is_some());
-    }
-
-    #[test]
-    fn merge_diff_removes_what_the_target_lacks() {
-        use serde_json::json;
-        let cases = [
-            (json!({"a": 1}), json!({"a": 1}), None),
-            (json!({"a": 1}), json!({"a": 2}), Some(json!({"a": 2}))),
-            (
-                json!({"a": 1, "b": 2}),
-                json!({"a": 1}),
-                Some(json!({"b": null})),
-            ),
-            (
-                json!({"l": {"x": "1", "y": "2"}}),
-                json!({"l": {"x": "1", "z": "3"}}),
-                Some(json!({"l": {"y": null, "z": "3"}})),
-            ),
-            (
-                json!({"t": [1, 2]}),
-                json!({"t": [2]}),
-                Some(json!({"t": [2]})),
-            ),
-        ];
-        for (from, to, want) in cases {
-            assert_eq!(merge_diff(&from, &to), want, "{from} -> {to}");
-        }
     }
 
     #[test]
