@@ -290,6 +290,20 @@ async fn deployment_is_available_without_a_target_and_scales_down_without_drains
     .await;
 
     let remaining: Vec<String> = live().await.iter().map(|m| m.name_any()).collect();
+    // The recorder follows a watch, a little behind the list above.
+    wait_for(
+        "the recorder to see both deletions reach S4",
+        5,
+        async || {
+            let steps = history.steps.lock();
+            steps
+                .iter()
+                .filter(|(n, seen)| !remaining.contains(n) && seen.iter().any(|s| s == "S4"))
+                .count()
+                == 2
+        },
+    )
+    .await;
     let steps = history.steps.lock().clone();
     let deleted: Vec<&String> = steps.keys().filter(|n| !remaining.contains(n)).collect();
     assert_eq!(
