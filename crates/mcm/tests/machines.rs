@@ -457,6 +457,7 @@ async fn killed_node_goes_unknown_then_failed_and_is_replaced() {
         killed_at.elapsed() >= Duration::from_secs(3),
         "failed before the health timeout"
     );
+    history.steps_of_deleted(&victim).await;
     let phases = history.phases.lock().get(&victim).cloned().unwrap();
     use MachinePhase::*;
     assert_eq!(
@@ -844,6 +845,19 @@ async fn drain_evicts_stateless_pods_together_and_volume_pods_one_by_one() {
     })
     .await;
 
+    // The log follows watches, a little behind the API.
+    wait_for(&env, "the drain log to catch up", 5, async || {
+        let term = log.terminating.lock();
+        ["web-1", "web-2", "db-a", "db-b"]
+            .iter()
+            .all(|p| term.contains_key(*p))
+            && log.gone.lock().contains_key("db-b")
+            && log
+                .detached
+                .lock()
+                .contains_key("kubernetes.io/csi/local.csi^vol-db-b")
+    })
+    .await;
     let term = log.terminating.lock().clone();
     let gone = log.gone.lock().clone();
     let detached = log.detached.lock().clone();
