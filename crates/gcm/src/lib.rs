@@ -1,5 +1,5 @@
-//! gardener-controller-manager in Rust: the NamespacedCloudProfile
-//! controller and the Shoot maintenance controller.
+//! gardener-controller-manager in Rust: the CloudProfile controller, the
+//! NamespacedCloudProfile controller and the Shoot maintenance controller.
 //!
 //! Every decision is a pure function of observed objects and the clock,
 //! tested table-driven without I/O; thin executors in [`controllers`] apply
@@ -12,12 +12,15 @@
 //! - [`maintain`]: the profile a shoot uses, and what a maintenance run
 //!   writes (a JSON patch of the changed leaves, `status.lastMaintenance`,
 //!   events).
+//! - [`cloudprofile`]: the classifications a CloudProfile's status shows,
+//!   when they next change, and who holds a deleting profile.
 //! - [`ncp`]: which NCPs a change concerns, the status an NCP should
 //!   have, and the deletion verdict.
 //! - [`backoff`]: how long a failed reconcile waits before its retry.
-//! - [`run`]: both controllers wired together until shutdown.
+//! - [`run`]: the controllers wired together until shutdown.
 
 pub mod backoff;
+pub mod cloudprofile;
 pub mod controllers;
 pub mod maintain;
 pub mod ncp;

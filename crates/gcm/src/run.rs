@@ -7,7 +7,7 @@ use gardener::{CloudProfile, NamespacedCloudProfile, Shoot};
 use kube::Api;
 use kube::runtime::{Controller, watcher};
 
-use crate::controllers::{self, Context, maintenance, namespacedcloudprofile};
+use crate::controllers::{self, Context, cloudprofile, maintenance, namespacedcloudprofile};
 use crate::{Config, ncp};
 
 fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
@@ -21,10 +21,13 @@ where
     }
 }
 
-/// Runs the NamespacedCloudProfile and Shoot maintenance controllers
-/// against `client` until `shutdown` resolves; both finish their running
-/// reconciles first.
+/// Runs the CloudProfile, NamespacedCloudProfile and Shoot maintenance
+/// controllers against `client` until `shutdown` resolves; each finishes
+/// its running reconciles first.
 ///
+/// The CloudProfile controller is triggered by CloudProfiles, by its own
+/// requeues at the next lifecycle transition, and — while a profile is
+/// being deleted — by the Shoots and NCPs that hold it.
 /// The NCP controller is triggered by its NCPs, by every CloudProfile
 /// (mapped to the NCPs rendered from it), by Shoots (mapped to the NCP
 /// they use, so a Shoot's deletion releases a deleting NCP promptly) and,
@@ -89,6 +92,40 @@ pub async fn run(
         )
         .for_each(|_| futures::future::ready(()));
 
+    let mut cp_ctrl = Controller::new(
+        Api::<CloudProfile>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let cps = cp_ctrl.store();
+    // Users matter only to a deleting profile; other profiles are not
+    // woken by every Shoot change.
+    let deleting = move |r: Option<kube::runtime::reflector::ObjectRef<CloudProfile>>| {
+        r.filter(|r| {
+            cps.get(r)
+                .is_some_and(|cp| cp.metadata.deletion_timestamp.is_some())
+        })
+    };
+    let deleting_too = deleting.clone();
+    cp_ctrl = cp_ctrl
+        .watches(
+            Api::<Shoot>::all(client.clone()),
+            watcher::Config::default(),
+            move |shoot: Shoot| deleting(crate::cloudprofile::for_shoot(&shoot)),
+        )
+        .watches(
+            Api::<NamespacedCloudProfile>::all(client.clone()),
+            watcher::Config::default(),
+            move |n: NamespacedCloudProfile| deleting_too(crate::cloudprofile::for_ncp(&n)),
+        );
+    let cp_run = cp_ctrl
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            controllers::forgetting(cloudprofile::NAME, cloudprofile::reconcile),
+            controllers::error_policy(cloudprofile::NAME),
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+
     let shoots: Api<Shoot> = scoped(&client, namespace.as_deref());
     let maintenance_run = Controller::new(shoots, watcher::Config::default())
         .graceful_shutdown_on(shutdown)
@@ -100,6 +137,6 @@ pub async fn run(
         .for_each(|_| futures::future::ready(()));
 
     tracing::info!(namespace = ?namespace, extensions = ?ext, "gardener-controller-manager running");
-    futures::join!(ncp_run, maintenance_run);
+    futures::join!(cp_run, ncp_run, maintenance_run);
     Ok(())
 }

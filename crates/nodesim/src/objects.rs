@@ -81,13 +81,17 @@ pub fn addresses(spec: &NodeSpec) -> Vec<NodeAddress> {
 /// re-registered node reports the same machine.
 pub fn node_info(spec: &NodeSpec, cfg: &SimConfig) -> NodeSystemInfo {
     let id = format!("{:016x}", crate::pods::fnv(&spec.name));
+    let version = spec
+        .kubelet_version
+        .clone()
+        .unwrap_or_else(|| cfg.kubelet_version.clone());
     NodeSystemInfo {
         architecture: node_labels(spec)["kubernetes.io/arch"].clone(),
         boot_id: format!("{:016x}", crate::pods::fnv(&spec.provider_id)),
         container_runtime_version: "sim://nodesim".to_string(),
         kernel_version: "6.1.0-nodesim".to_string(),
-        kube_proxy_version: cfg.kubelet_version.clone(),
-        kubelet_version: cfg.kubelet_version.clone(),
+        kube_proxy_version: version.clone(),
+        kubelet_version: version,
         machine_id: id.clone(),
         operating_system: "linux".to_string(),
         os_image: "trellis nodesim".to_string(),
@@ -257,6 +261,17 @@ mod tests {
         assert_eq!(addrs, ["InternalIP", "Hostname"]);
         assert_eq!(status.node_info.as_ref().unwrap().architecture, "arm64");
         assert_eq!(status.volumes_in_use.as_ref().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn kubelet_version_comes_from_the_spec_or_the_simulator() {
+        let cfg = SimConfig::default();
+        let mut spec = NodeSpec::new("n1", "p");
+        assert_eq!(node_info(&spec, &cfg).kubelet_version, cfg.kubelet_version);
+        spec.kubelet_version = Some("v1.31.2".into());
+        let info = node_info(&spec, &cfg);
+        assert_eq!(info.kubelet_version, "v1.31.2");
+        assert_eq!(info.kube_proxy_version, "v1.31.2");
     }
 
     #[test]

@@ -43,6 +43,11 @@ pub struct NodeSpec {
     /// when none is given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<NodeAddress>,
+    /// `status.nodeInfo.kubeletVersion` (and kube-proxy version), e.g.
+    /// `v1.31.2`; when unset, the simulator's
+    /// [`crate::SimConfig::kubelet_version`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_version: Option<String>,
     /// Time from registration until the node turns `Ready`: the VM's boot.
     /// Until then the node reports `Ready=False` and runs no pods.
     #[serde(skip)]

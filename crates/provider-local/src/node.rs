@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use api::{Machine, MachineClass};
-use k8s_openapi::api::core::v1::NodeAddress;
+use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nodesim::NodeSpec;
 
@@ -81,8 +81,47 @@ pub fn node_spec(
                 address: node_name.to_string(),
             },
         ],
+        kubelet_version: None,
         boot_delay: Default::default(),
     }
+}
+
+/// Where the bootstrap user data writes gardener-node-agent's
+/// configuration (Gardener's path).
+pub const NODE_AGENT_CONFIG_PATH: &str = "/var/lib/gardener-node-agent/config.yaml";
+
+/// The kubelet version a VM booted with `secret`'s `userData` runs, as the
+/// kubelet reports it (`v1.31.2`).
+///
+/// On a real node, gardener-node-agent installs the kubelet of the version
+/// its configuration names; the simulated node reads the same place: the
+/// cloud-init `write_files` entry for [`NODE_AGENT_CONFIG_PATH`] and its
+/// `controllers.operatingSystemConfig.kubernetesVersion`. User data of
+/// another shape (or none) yields `None`, and the simulator's default
+/// version is reported.
+pub fn kubelet_version(secret: &Secret) -> Option<String> {
+    let data = secret.data.as_ref()?.get("userData")?;
+    let doc: serde_json::Value = serde_yaml::from_slice(&data.0).ok()?;
+    let config = doc
+        .get("write_files")?
+        .as_array()?
+        .iter()
+        .find(|f| f.get("path").and_then(|p| p.as_str()) == Some(NODE_AGENT_CONFIG_PATH))?
+        .get("content")?
+        .as_str()?;
+    let config: serde_json::Value = serde_yaml::from_str(config).ok()?;
+    let version = config
+        .pointer("/controllers/operatingSystemConfig/kubernetesVersion")?
+        .as_str()?
+        .trim();
+    if version.is_empty() {
+        return None;
+    }
+    Some(if version.starts_with('v') {
+        version.to_string()
+    } else {
+        format!("v{version}")
+    })
 }
 
 #[cfg(test)]
@@ -154,5 +193,45 @@ mod tests {
         let spec = node_spec(&Machine::test("m1"), &class, "m1", "p", None, "10.250.0.2");
         assert!(spec.labels.is_empty() && spec.capacity.is_empty());
         assert_eq!(spec.addresses.len(), 2);
+    }
+
+    fn secret_with(user_data: &str) -> Secret {
+        Secret {
+            data: Some(BTreeMap::from([(
+                "userData".to_string(),
+                k8s_openapi::ByteString(user_data.as_bytes().to_vec()),
+            )])),
+            ..Secret::default()
+        }
+    }
+
+    #[test]
+    fn kubelet_version_is_read_from_the_node_agent_configuration() {
+        let doc = |version: &str| {
+            format!(
+                "#cloud-config\nwrite_files:\n- path: /var/lib/other\n  content: x\n\
+                 - path: {NODE_AGENT_CONFIG_PATH}\n  permissions: '0600'\n  content: |\n    \
+                 apiVersion: nodeagent.config.gardener.cloud/v1alpha1\n    \
+                 kind: NodeAgentConfiguration\n    controllers:\n      \
+                 operatingSystemConfig:\n        kubernetesVersion: {version}\n\
+                 runcmd: [[kubelet]]\n"
+            )
+        };
+        let rows: [(String, Option<&str>); 6] = [
+            (doc("1.31.2"), Some("v1.31.2")),
+            (doc("v1.30.0"), Some("v1.30.0")),
+            (doc("''"), None),
+            ("#!/bin/bash\necho hello\n".to_string(), None),
+            ("write_files: {not: a list}\n".to_string(), None),
+            (":\n  - [unbalanced".to_string(), None),
+        ];
+        for (user_data, want) in rows {
+            assert_eq!(
+                kubelet_version(&secret_with(&user_data)).as_deref(),
+                want,
+                "{user_data}"
+            );
+        }
+        assert_eq!(kubelet_version(&Secret::default()), None);
     }
 }

@@ -384,7 +384,7 @@ impl Driver for LocalProvider {
         let now = Timestamp::now();
         let vm_id = format!("{:016x}", rand::random::<u64>());
         let pid = provider_id(spec.zone_or_default(), &vm_id);
-        let node = node_spec(
+        let mut node = node_spec(
             req.machine,
             req.machine_class,
             &name,
@@ -392,6 +392,7 @@ impl Driver for LocalProvider {
             spec.zone.as_deref(),
             &ip,
         );
+        node.kubelet_version = crate::node::kubelet_version(req.secret);
         let vm = VmRecord {
             vm_id,
             namespace: record_namespace(req.machine_class, req.machine),

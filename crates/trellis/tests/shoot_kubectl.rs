@@ -276,6 +276,14 @@ fn a_shoot_becomes_machines_and_nodes_and_goes_away() {
         };
         assert_eq!(zone, Some(want), "{name}: {labels:?}");
     }
+    // Each kubelet runs the shoot's Kubernetes version (the bootstrap user
+    // data names it; admission defaulted "1.31" to the newest patch).
+    let shoot = json(&kc, &["get", "shoot", "demo", "-n", "garden-local"]);
+    let version = format!("v{}", s(&shoot, "/spec/kubernetes/version"));
+    assert!(version.starts_with("v1.31."), "{version}");
+    for n in items(&json(&shoot_kc, &["get", "nodes"])) {
+        assert_eq!(s(&n, "/status/nodeInfo/kubeletVersion"), version, "{n:#}");
+    }
     assert!(
         items(&json(&kc, &["get", "nodes"])).is_empty(),
         "no node registers in the seed"

@@ -1,6 +1,7 @@
 //! Bootstrap user data for a pool's machines: a cloud-init document that
-//! writes a bootstrap kubeconfig and starts the kubelet with the pool's node
-//! labels and taints.
+//! writes a bootstrap kubeconfig and the node agent's configuration (with
+//! the pool's Kubernetes version) and starts the kubelet with the pool's
+//! node labels and taints.
 //!
 //! The document is the same for every machine of a pool; the per-machine
 //! parts are placeholders that machine-controller-manager fills in when it
@@ -35,6 +36,13 @@ pub const MACHINE_NAME_PATH: &str = "/var/lib/gardener-node-agent/machine-name";
 pub const BOOTSTRAP_KUBECONFIG_PATH: &str = "/var/lib/kubelet/kubeconfig-bootstrap";
 /// Where the kubelet writes the kubeconfig it obtains through TLS bootstrapping.
 pub const KUBECONFIG_PATH: &str = "/var/lib/kubelet/kubeconfig-real";
+/// Where gardener-node-agent's configuration is written on the machine. It
+/// names the Kubernetes version whose kubelet the node agent installs, so a
+/// machine provider that simulates the node (provider-local) reads the
+/// kubelet version from here.
+pub const NODE_AGENT_CONFIG_PATH: &str = "/var/lib/gardener-node-agent/config.yaml";
+/// `apiVersion` of the node agent's configuration.
+pub const NODE_AGENT_CONFIG_API_VERSION: &str = "nodeagent.config.gardener.cloud/v1alpha1";
 
 /// What the user data of one pool depends on.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +72,38 @@ struct WriteFile {
     path: String,
     permissions: String,
     content: String,
+}
+
+/// The part of gardener-node-agent's `NodeAgentConfiguration` the
+/// bootstrap needs: the API server and the Kubernetes version of the
+/// kubelet to install.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeAgentConfiguration<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    api_server: NodeAgentApiServer<'a>,
+    controllers: NodeAgentControllers<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeAgentApiServer<'a> {
+    server: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ca_bundle: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeAgentControllers<'a> {
+    operating_system_config: NodeAgentOsc<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeAgentOsc<'a> {
+    kubernetes_version: &'a str,
 }
 
 #[derive(Serialize)]
@@ -198,6 +238,24 @@ pub fn bootstrap_user_data(config: &BootstrapConfig<'_>) -> String {
                 path: BOOTSTRAP_KUBECONFIG_PATH.to_string(),
                 permissions: "0600".to_string(),
                 content: serde_yaml::to_string(&kubeconfig).unwrap_or_default(),
+            },
+            WriteFile {
+                path: NODE_AGENT_CONFIG_PATH.to_string(),
+                permissions: "0600".to_string(),
+                content: serde_yaml::to_string(&NodeAgentConfiguration {
+                    api_version: NODE_AGENT_CONFIG_API_VERSION,
+                    kind: "NodeAgentConfiguration",
+                    api_server: NodeAgentApiServer {
+                        server: config.api_server_url,
+                        ca_bundle: config.ca_data,
+                    },
+                    controllers: NodeAgentControllers {
+                        operating_system_config: NodeAgentOsc {
+                            kubernetes_version: config.kubernetes_version,
+                        },
+                    },
+                })
+                .unwrap_or_default(),
             },
         ],
         runcmd: vec![kubelet_command(config)],

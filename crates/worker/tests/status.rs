@@ -350,6 +350,20 @@ fn bootstrap_user_data_has_placeholders_and_kubelet_labels() {
         kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"],
         "Q0E="
     );
+    // The node agent's configuration names the kubelet's version.
+    let files = parsed["write_files"].as_array().unwrap();
+    let agent = files
+        .iter()
+        .find(|f| f["path"] == worker::bootstrap::NODE_AGENT_CONFIG_PATH)
+        .expect("the node agent's configuration is written");
+    let agent: serde_json::Value =
+        serde_yaml::from_str(agent["content"].as_str().unwrap()).unwrap();
+    assert_eq!(agent["kind"], "NodeAgentConfiguration");
+    assert_eq!(
+        agent["controllers"]["operatingSystemConfig"]["kubernetesVersion"],
+        "1.31.1"
+    );
+    assert_eq!(agent["apiServer"]["server"], "https://api.example:443");
 }
 
 #[test]

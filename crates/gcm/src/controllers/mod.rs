@@ -2,6 +2,7 @@
 //! pure decisions, and write the results. Each reconcile is idempotent and
 //! safe to interrupt at any line: it decides again from what the API shows.
 
+pub mod cloudprofile;
 pub mod maintenance;
 pub mod namespacedcloudprofile;
 
