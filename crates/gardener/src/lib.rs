@@ -12,6 +12,8 @@
 //! * [`validation`]: static validation of a profile spec;
 //! * [`shoot_admission`]: defaulting and validation of worker pools against
 //!   the profile, and the rules for a Shoot's profile reference;
+//! * [`cron`]: the five-field cron expressions of hibernation schedules,
+//!   in a time zone;
 //! * [`maintenance`]: the plan of automatic and forced version updates and
 //!   the maintenance time window;
 //! * [`render`]: merging an NCP into its parent (GEP-25 as built), also
@@ -28,6 +30,7 @@
 pub mod bench;
 pub mod capabilities;
 pub mod crd;
+pub mod cron;
 pub mod lifecycle;
 pub mod maintenance;
 pub mod ncp_admission;

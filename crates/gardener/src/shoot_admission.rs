@@ -274,6 +274,7 @@ pub fn validate_shoot(
     now: DateTime<Utc>,
 ) -> Vec<Cause> {
     let mut causes = crate::shoot_validation::validate_workers(spec, old);
+    causes.extend(crate::shoot_validation::validate_hibernation(spec));
     let region_changed = old.is_none_or(|o| o.region != spec.region);
     if old.is_none_or(|o| o.provider.type_ != spec.provider.type_)
         && spec.provider.type_ != profile.type_

@@ -100,6 +100,47 @@ fn bounds(w: &Worker, causes: &mut Vec<Cause>, p: &str) -> Option<(Bound, Bound)
     Some((surge?, unavailable?))
 }
 
+/// The rules for `spec.hibernation.schedules`: each names a start or an
+/// end (or both), each expression parses as a five-field cron expression,
+/// the location is a known time zone, and no schedule appears twice.
+pub fn validate_hibernation(spec: &ShootSpec) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(h) = &spec.hibernation else {
+        return causes;
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, sched) in h.schedules.iter().enumerate() {
+        let p = format!("spec.hibernation.schedules[{i}]");
+        let start = sched.start.as_deref().filter(|s| !s.trim().is_empty());
+        let end = sched.end.as_deref().filter(|s| !s.trim().is_empty());
+        if start.is_none() && end.is_none() {
+            causes.push(Cause::new(
+                "FieldValueRequired",
+                p.clone(),
+                "Required value: either start or end has to be provided",
+            ));
+        }
+        for (field, expr) in [("start", start), ("end", end)] {
+            if let Some(expr) = expr
+                && let Err(e) = crate::cron::Cron::parse(expr)
+            {
+                causes.push(Cause::invalid(format!("{p}.{field}"), e.why));
+            }
+        }
+        if let Err(why) = crate::cron::location(sched.location.as_deref()) {
+            causes.push(Cause::invalid(format!("{p}.location"), why));
+        }
+        if !seen.insert((start, end, sched.location.as_deref().unwrap_or(""))) {
+            causes.push(Cause::new(
+                "FieldValueDuplicate",
+                p,
+                "Duplicate value: the same schedule appears twice".to_string(),
+            ));
+        }
+    }
+    causes
+}
+
 /// Every static rule of every pool, with field paths.
 pub fn validate_workers(spec: &ShootSpec, old: Option<&ShootSpec>) -> Vec<Cause> {
     let mut causes = Vec::new();
@@ -410,5 +451,54 @@ mod tests {
             fields(&validate_workers(&retyped, Some(&old))),
             ["FieldValueForbidden:spec.provider.workers[0].machine.type"]
         );
+    }
+
+    #[test]
+    fn hibernation_schedule_rules() {
+        let with = |schedules: serde_json::Value| -> ShootSpec {
+            let mut s = shoot(json!([]));
+            s.hibernation = serde_json::from_value(json!({"schedules": schedules})).unwrap();
+            s
+        };
+        let rows: [(serde_json::Value, &[&str]); 6] = [
+            (
+                json!([{"start": "00 17 * * 1,2,3,4,5", "end": "00 08 * * 1,2,3,4,5", "location": "Europe/Berlin"},
+                       {"start": "0 20 * * 6"}]),
+                &[],
+            ),
+            (
+                json!([{"location": "UTC"}]),
+                &["FieldValueRequired:spec.hibernation.schedules[0]"],
+            ),
+            (
+                json!([{"start": "0 25 * * *", "end": "every day"}]),
+                &[
+                    "FieldValueInvalid:spec.hibernation.schedules[0].start",
+                    "FieldValueInvalid:spec.hibernation.schedules[0].end",
+                ],
+            ),
+            (
+                json!([{"start": "0 17 * * *", "location": "Mars/Olympus"}]),
+                &["FieldValueInvalid:spec.hibernation.schedules[0].location"],
+            ),
+            (
+                json!([{"start": "0 17 * * *"}, {"start": "0 17 * * *"}]),
+                &["FieldValueDuplicate:spec.hibernation.schedules[1]"],
+            ),
+            (json!([]), &[]),
+        ];
+        for (schedules, want) in rows {
+            assert_eq!(
+                fields(&validate_hibernation(&with(schedules.clone()))),
+                want,
+                "{schedules}"
+            );
+        }
+        let bad = validate_hibernation(&with(json!([{"start": "0 25 * * *"}])));
+        assert!(
+            bad[0].message.contains("hour 25 is outside 0-23"),
+            "{bad:?}"
+        );
+        assert!(validate_hibernation(&shoot(json!([]))).is_empty());
     }
 }

@@ -145,6 +145,11 @@ async fn write_status(
     let mut value = serde_json::to_value(status).map_err(|_| Error::Encode("status"))?;
     if let Some(obj) = value.as_object_mut() {
         obj.entry("lastErrors").or_insert(Value::Null);
+        // Written by gardener-controller-manager's maintenance and
+        // hibernation controllers: left out, so a stale copy from the
+        // cache never overwrites a newer value.
+        obj.remove("lastMaintenance");
+        obj.remove("lastHibernationTriggerTime");
     }
     shoots
         .patch_status(

@@ -191,6 +191,7 @@ pub fn shoot_status(input: &StatusInput<'_>) -> StatusVerdict {
             },
             technical_id: input.technical_id.to_string(),
             last_maintenance: previous.last_maintenance.clone(),
+            last_hibernation_trigger_time: previous.last_hibernation_trigger_time,
         },
         done,
     }

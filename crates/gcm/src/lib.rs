@@ -1,5 +1,6 @@
 //! gardener-controller-manager in Rust: the CloudProfile controller, the
-//! NamespacedCloudProfile controller and the Shoot maintenance controller.
+//! NamespacedCloudProfile controller, and the Shoot maintenance and
+//! hibernation schedule controllers.
 //!
 //! Every decision is a pure function of observed objects and the clock,
 //! tested table-driven without I/O; thin executors in [`controllers`] apply
@@ -14,6 +15,8 @@
 //!   events).
 //! - [`cloudprofile`]: the classifications a CloudProfile's status shows,
 //!   when they next change, and who holds a deleting profile.
+//! - [`hibernation`]: whether a hibernation schedule's start or end has
+//!   come, and when the next one is due.
 //! - [`ncp`]: which NCPs a change concerns, the status an NCP should
 //!   have, and the deletion verdict.
 //! - [`backoff`]: how long a failed reconcile waits before its retry.
@@ -22,6 +25,7 @@
 pub mod backoff;
 pub mod cloudprofile;
 pub mod controllers;
+pub mod hibernation;
 pub mod maintain;
 pub mod ncp;
 pub mod run;

@@ -7,7 +7,9 @@ use gardener::{CloudProfile, NamespacedCloudProfile, Shoot};
 use kube::Api;
 use kube::runtime::{Controller, watcher};
 
-use crate::controllers::{self, Context, cloudprofile, maintenance, namespacedcloudprofile};
+use crate::controllers::{
+    self, Context, cloudprofile, hibernation, maintenance, namespacedcloudprofile,
+};
 use crate::{Config, ncp};
 
 fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
@@ -34,7 +36,8 @@ where
 /// with multi-level inheritance, by NCPs (mapped to their descendants and
 /// their parent, whose deletion may wait for them).
 /// The maintenance controller is triggered by Shoots and by its own
-/// requeues at each shoot's next window.
+/// requeues at each shoot's next window; the hibernation schedule
+/// controller by Shoots and by its requeues at each next scheduled time.
 pub async fn run(
     client: kube::Client,
     config: Config,
@@ -127,6 +130,15 @@ pub async fn run(
         .for_each(|_| futures::future::ready(()));
 
     let shoots: Api<Shoot> = scoped(&client, namespace.as_deref());
+    let hibernation_run = Controller::new(shoots.clone(), watcher::Config::default())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            controllers::forgetting(hibernation::NAME, hibernation::reconcile),
+            controllers::error_policy(hibernation::NAME),
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+
     let maintenance_run = Controller::new(shoots, watcher::Config::default())
         .graceful_shutdown_on(shutdown)
         .run(
@@ -137,6 +149,6 @@ pub async fn run(
         .for_each(|_| futures::future::ready(()));
 
     tracing::info!(namespace = ?namespace, extensions = ?ext, "gardener-controller-manager running");
-    futures::join!(cp_run, ncp_run, maintenance_run);
+    futures::join!(cp_run, ncp_run, hibernation_run, maintenance_run);
     Ok(())
 }

@@ -222,6 +222,75 @@ fn cloud_profiles_with_kubectl() {
         "the pool's architecture is defaulted from its machine type"
     );
 
+    // A hibernation schedule that is not a cron expression is rejected
+    // with its field; a valid one is admitted.
+    let bad = kubectl(
+        &kc,
+        &[
+            "patch",
+            "shoot",
+            "compatible",
+            "-n",
+            "garden-dev",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"hibernation":{"schedules":[{"start":"00 25 * * 1-5","location":"Europe/Berlin"}]}}}"#,
+        ],
+    );
+    assert!(!bad.status.success(), "an invalid schedule is rejected");
+    let err = stderr(&bad);
+    assert!(
+        err.contains("spec.hibernation.schedules[0].start") && err.contains("hour 25"),
+        "{err}"
+    );
+    let good = kubectl(
+        &kc,
+        &[
+            "patch",
+            "shoot",
+            "compatible",
+            "-n",
+            "garden-dev",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"hibernation":{"schedules":[{"start":"00 17 * * 1-5","end":"00 08 * * 1-5","location":"Europe/Berlin"}]}}}"#,
+        ],
+    );
+    assert!(good.status.success(), "{}", stderr(&good));
+
+    // The CloudProfile's status classifies every version; it carries the
+    // finalizer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let cp = get(&kc, &["cloudprofile", "local"]);
+        let classes: Vec<(String, String)> = cp
+            .pointer("/status/kubernetes/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|v| {
+                (
+                    v["version"].as_str().unwrap_or("").to_string(),
+                    v["classification"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        let finalized = cp
+            .pointer("/metadata/finalizers")
+            .is_some_and(|f| f == &serde_json::json!(["gardener"]));
+        if finalized
+            && classes
+                == [
+                    ("1.31.2".to_string(), "supported".to_string()),
+                    ("1.30.5".to_string(), "supported".to_string()),
+                ]
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "CloudProfile status: {cp:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     // The NCP renders into its status ...
     assert!(apply(&kc, NCP, None).status.success());
     let ncp = wait_ncp(&kc, "rendered", |n| !rendered_k8s(n).is_empty());

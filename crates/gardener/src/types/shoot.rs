@@ -506,6 +506,9 @@ pub struct ShootStatus {
     /// The last maintenance operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_maintenance: Option<LastMaintenance>,
+    /// When a hibernation schedule last changed `spec.hibernation.enabled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_hibernation_trigger_time: Option<super::Time>,
 }
 
 /// A Gardener condition (it has `lastUpdateTime` and `codes`, unlike

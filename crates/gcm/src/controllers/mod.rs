@@ -3,6 +3,7 @@
 //! safe to interrupt at any line: it decides again from what the API shows.
 
 pub mod cloudprofile;
+pub mod hibernation;
 pub mod maintenance;
 pub mod namespacedcloudprofile;
 
