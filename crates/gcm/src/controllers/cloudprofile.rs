@@ -10,7 +10,7 @@ use gardener::{CloudProfile, NamespacedCloudProfile, Shoot};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 
-use super::{Context, Error};
+use super::{Context, Error, patch_finalizer};
 use crate::maintain::PlannedEvent;
 use crate::{cloudprofile, ncp};
 
@@ -93,23 +93,4 @@ pub async fn reconcile(obj: Arc<CloudProfile>, ctx: Arc<Context>) -> Result<Acti
         Some(wait) => Action::requeue(wait),
         None => Action::await_change(),
     })
-}
-
-/// Adds or removes the finalizer, guarded by the observed resource
-/// version; an object already gone is fine.
-async fn patch_finalizer(
-    api: &Api<CloudProfile>,
-    obj: &CloudProfile,
-    present: bool,
-) -> Result<(), kube::Error> {
-    let name = obj.metadata.name.as_deref().unwrap_or_default();
-    let patch = ncp::finalizer_patch(&obj.metadata, present);
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
 }

@@ -167,3 +167,29 @@ pub(crate) fn error_policy<K: Resource>(
         Action::requeue(after)
     }
 }
+
+/// Adds or removes the `gardener` finalizer on a profile, guarded by the
+/// observed resource version; an object already gone is fine.
+pub(crate) async fn patch_finalizer<K>(
+    api: &kube::Api<K>,
+    obj: &K,
+    present: bool,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + for<'de> k8s_openapi::serde::Deserialize<'de> + std::fmt::Debug,
+{
+    let name = obj.meta().name.as_deref().unwrap_or_default();
+    let patch = crate::ncp::finalizer_patch(obj.meta(), present);
+    match api
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

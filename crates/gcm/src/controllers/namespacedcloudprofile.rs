@@ -11,7 +11,7 @@ use gardener::{CloudProfile, NamespacedCloudProfile, Shoot};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 
-use super::{Context, Error};
+use super::{Context, Error, patch_finalizer};
 use crate::maintain::PlannedEvent;
 use crate::ncp;
 
@@ -143,25 +143,6 @@ fn not_renderable(ctx: &Context, obj: &NamespacedCloudProfile, why: String) {
             note: format!("Cannot render the profile: {why}"),
         },
     );
-}
-
-/// Adds or removes the finalizer, guarded by the observed resource
-/// version; an object already gone is fine.
-async fn patch_finalizer(
-    api: &Api<NamespacedCloudProfile>,
-    obj: &NamespacedCloudProfile,
-    present: bool,
-) -> Result<(), kube::Error> {
-    let name = obj.metadata.name.as_deref().unwrap_or_default();
-    let patch = ncp::finalizer_patch(&obj.metadata, present);
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    }
 }
 
 /// The Shoots that may use an NCP of `namespace`: those of the namespace,
