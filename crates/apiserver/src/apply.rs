@@ -32,6 +32,7 @@ pub async fn server_side_apply(
     let force = ctx.query.flag("force");
     let dry_run = ctx.query.dry_run()?;
     let applied = parse_applied(&ctx.body)?;
+    crate::handlers::check_size_early(&applied, ctx.body.len())?;
     check_applied(ctx, &applied, name)?;
     let ns = ctx.path.namespace.as_deref().filter(|_| res.namespaced);
     let key = res.key(ns, name);

@@ -25,6 +25,24 @@ use crate::watch::{Filter, Summary};
 const WRITE_RETRIES: usize = 16;
 /// Largest object accepted into the store.
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+/// Most operations in one JSON patch (kube-apiserver's limit).
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// Refuses an object too large to store before any further work is spent
+/// on it (admission, validation, managed fields). Only objects that could
+/// be that large are measured: `hint` is a byte count the object's encoding
+/// is unlikely to be much smaller than (the body, or the body plus the
+/// stored object for a patch).
+pub(crate) fn check_size_early(obj: &Value, hint: usize) -> Result<(), ApiError> {
+    if hint <= MAX_OBJECT_BYTES / 2 {
+        return Ok(());
+    }
+    let size = serde_json::to_vec(obj).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_OBJECT_BYTES {
+        return Err(too_large(size));
+    }
+    Ok(())
+}
 
 pub fn store_err(e: StoreError) -> ApiError {
     match e {
@@ -182,12 +200,28 @@ fn method_not_allowed(_m: &Method) -> ApiError {
 /// Parses a request body (JSON, YAML when so labelled, or a Kubernetes
 /// protobuf envelope, recognised by its magic bytes) into an object.
 pub fn parse_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let yaml = match media.as_str() {
+        // No Content-Type is JSON, as kube-apiserver takes it.
+        "" | "application/json" | "application/vnd.kubernetes.protobuf" => false,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => true,
+        _ => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf; got {content_type:?}"
+            )));
+        }
+    };
     if body.is_empty() {
         return Err(ApiError::bad_request("the request body is empty"));
     }
     let v: Value = if crate::protobuf::is_envelope(body) {
         crate::protobuf::decode_object(body)?
-    } else if content_type.contains("yaml") {
+    } else if yaml {
         serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
     } else {
@@ -470,6 +504,7 @@ fn initial_status(res: &Resource, given: Option<Value>) -> Option<Value> {
 
 pub(crate) async fn create(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
     let obj = parse_body(&ctx.body, ctx.content_type())?;
+    check_size_early(&obj, ctx.body.len())?;
     create_object(ctx, obj, None).await
 }
 
@@ -810,6 +845,7 @@ async fn update(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply, A
     let res = ctx.res.clone();
     let dry_run = ctx.query.dry_run()?;
     let mut incoming = parse_body(&ctx.body, ctx.content_type())?;
+    check_size_early(&incoming, ctx.body.len())?;
     check_type_meta(&res, &mut incoming)?;
     let body_name = object::name(&incoming);
     if !body_name.is_empty() && body_name != name {
@@ -901,6 +937,16 @@ pub fn apply_patch(
         "application/json-patch+json" => {
             let p: Value = serde_json::from_slice(patch_body)
                 .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
+            // Each operation may walk and copy the object: bound their
+            // number before doing any, as kube-apiserver does.
+            if let Some(ops) = p.as_array()
+                && ops.len() > MAX_JSON_PATCH_OPERATIONS
+            {
+                return Err(ApiError::request_entity_too_large(format!(
+                    "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                    ops.len()
+                )));
+            }
             apimachinery::patch::json_patch(target, &p)
         }
         "application/strategic-merge-patch+json" => {
@@ -946,6 +992,7 @@ async fn patch(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply, Ap
         if !patched.is_object() {
             return Err(ApiError::bad_request("the patch must leave an object"));
         }
+        check_size_early(&patched, ctx.body.len() + cur.value.len())?;
         check_type_meta(&res, &mut patched)?;
         // A resourceVersion left in the patched object is a precondition;
         // one the patch removed (kubectl's 3-way patches null it) is none.

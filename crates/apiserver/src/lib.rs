@@ -15,6 +15,7 @@ pub mod admission_server;
 mod apply;
 pub mod audit;
 pub mod auth;
+pub mod conn;
 pub mod builtin;
 mod columns;
 pub mod crd;

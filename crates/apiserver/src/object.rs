@@ -214,6 +214,10 @@ pub fn check_label(name: &str) -> Option<String> {
     None
 }
 
+/// kube-apiserver's limit on the total size of an object's annotations
+/// (keys plus values).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
 /// Checks the metadata every object must have right: name format, label and
 /// annotation types, finalizer and owner reference shapes.
 pub fn validate_meta(obj: &Value, dns_label_name: bool) -> Vec<Cause> {
@@ -267,6 +271,19 @@ pub fn validate_meta(obj: &Value, dns_label_name: bool) -> Vec<Cause> {
                 format!("metadata.{field}"),
                 "must be a map of strings",
             )),
+        }
+    }
+    if let Some(Value::Object(annotations)) = m.get("annotations") {
+        let total: usize = annotations
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if total > MAX_ANNOTATIONS_BYTES {
+            causes.push(Cause::new(
+                "FieldValueTooLong",
+                "metadata.annotations",
+                format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"),
+            ));
         }
     }
     if let Some(f) = m.get("finalizers")
@@ -374,6 +391,20 @@ mod tests {
             serde_json::from_slice(&with_rv(br#"{"kind":"X","metadata":{"name":"n"}}"#, 5))
                 .unwrap();
         assert_eq!(out["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn annotations_are_limited_to_256_kib_in_total() {
+        let at = |total: usize| {
+            // Two annotations whose keys and values add up to `total`.
+            let v = "x".repeat(total / 2 - 1);
+            json!({"metadata": {"name": "a", "annotations": {"a": v, "b": v}}})
+        };
+        assert!(validate_meta(&at(MAX_ANNOTATIONS_BYTES), false).is_empty());
+        let causes = validate_meta(&at(MAX_ANNOTATIONS_BYTES + 2), false);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field, "metadata.annotations");
+        assert!(causes[0].message.contains("262144"));
     }
 
     #[test]

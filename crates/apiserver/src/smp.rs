@@ -91,6 +91,7 @@ fn merge_map(
             server_lists.insert(field, list.clone());
         }
     }
+    let mut gone: HashSet<&str> = HashSet::new();
     for (key, value) in patch {
         if key == PATCH || key == RETAIN_KEYS || key.starts_with(SET_ORDER) {
             continue;
@@ -105,7 +106,11 @@ fn merge_map(
             continue;
         }
         if value.is_null() {
-            original.shift_remove(key);
+            // Removed in one pass below: one shift_remove per key would be
+            // quadratic in the size of the map.
+            if original.contains_key(key) {
+                gone.insert(key.as_str());
+            }
             continue;
         }
         let child = shape.field(key);
@@ -116,6 +121,9 @@ fn merge_map(
         };
         // `insert` keeps the position of an existing entry.
         original.insert(key.clone(), merged);
+    }
+    if !gone.is_empty() {
+        original.retain(|k, _| !gone.contains(k.as_str()));
     }
     for (key, order) in patch {
         let Some(field) = key.strip_prefix(SET_ORDER) else {

@@ -7,24 +7,17 @@
 //! as a [`PeerCertificates`] request extension; rustls has already checked
 //! it, so authentication only reads names out of it.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::extract::ConnectInfo;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use tower::ServiceExt;
 
 use crate::server::Server;
 
-/// A TLS handshake that has not finished by then is dropped, so idle
-/// half-open connections cannot pile up.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for open connections (watches never end by
 /// themselves) before it returns anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -85,7 +78,8 @@ impl TlsConfig {
 
 impl Server {
     /// Serves HTTPS on `listener` until `shutdown`, then gives open
-    /// connections a few seconds to finish.
+    /// connections a few seconds to finish. Connections are held and
+    /// limited as [`crate::conn`] describes.
     pub async fn serve_tls(
         self: &Arc<Self>,
         listener: tokio::net::TcpListener,
@@ -93,64 +87,12 @@ impl Server {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let config = tls.server_config().map_err(std::io::Error::other)?;
-        let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        let router = self.router();
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-        tokio::pin!(shutdown);
-        loop {
-            let (tcp, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // Out of file descriptors and the like: back off
-                        // instead of spinning, and keep serving.
-                        tracing::warn!(error = %e, "accepting a connection failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                _ = &mut shutdown => break,
-            };
-            let acceptor = acceptor.clone();
-            let router = router.clone();
-            let builder = builder.clone();
-            let watcher = graceful.watcher();
-            tokio::spawn(async move {
-                let stream =
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => return,
-                    };
-                let certs = stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
-                    .unwrap_or_default();
-                let peer_certs = PeerCertificates(Arc::new(certs));
-                let service = hyper::service::service_fn(
-                    move |mut req: http::Request<hyper::body::Incoming>| {
-                        req.extensions_mut().insert(peer_certs.clone());
-                        req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
-                        router.clone().oneshot(req)
-                    },
-                );
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                if let Err(e) = watcher.watch(conn.into_owned()).await {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                }
-            });
-        }
-        drop(listener);
-        tokio::select! {
-            _ = graceful.shutdown() => {}
-            _ = tokio::time::sleep(SHUTDOWN_GRACE) => {}
-        }
-        Ok(())
+        let l = crate::conn::Listener {
+            router: self.router(),
+            tls: Some(tokio_rustls::TlsAcceptor::from(config)),
+            limits: self.config.connections.clone(),
+            stats: self.connections.clone(),
+        };
+        crate::conn::serve(l, listener, shutdown, SHUTDOWN_GRACE).await
     }
 }

@@ -107,6 +107,22 @@ struct ServerArgs {
     /// an NCP of another namespace whose `use` verb it is granted).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = PROFILE_EXTENSIONS)]
     profile_extensions: Vec<String>,
+    /// Client connections held at once, all clients together (lowered to fit
+    /// the open-file limit, which is raised to its hard limit at start)
+    #[arg(long, default_value_t = 20_000)]
+    max_connections: usize,
+    /// Client connections held at once from one client address; a client
+    /// over it gets 429 TooManyRequests naming the limit
+    #[arg(long, default_value_t = 2_000)]
+    max_connections_per_client: usize,
+    /// How long a request header may take to arrive (the first one counted
+    /// from the TLS handshake), as kube-apiserver's ReadHeaderTimeout
+    #[arg(long, default_value = "32s", value_parser = controller_manager::parse_duration)]
+    request_header_timeout: std::time::Duration,
+    /// How long a connection with no request in flight is kept open (a
+    /// watch is in flight until it ends)
+    #[arg(long, default_value = "90s", value_parser = controller_manager::parse_duration)]
+    idle_connection_timeout: std::time::Duration,
 }
 
 /// The values `--profile-extensions` accepts.
@@ -357,6 +373,13 @@ async fn start_server(
     let store = open_store(&data_dir, args.in_memory)?;
     let mut config = apiserver::Config {
         audit_log: args.audit_log.clone(),
+        connections: apiserver::conn::ConnLimits {
+            max_connections: args.max_connections,
+            max_per_client: args.max_connections_per_client,
+            header_read_timeout: args.request_header_timeout,
+            idle_timeout: args.idle_connection_timeout,
+            ..Default::default()
+        },
         ..Default::default()
     };
     // With TLS the PKI is created (first start) or loaded before anything

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -64,9 +66,29 @@ pub fn start(data: &Path, extra: &[&str]) -> Running {
 
 /// [`start`] for another serving command (`up`).
 pub fn start_command(command: &str, data: &Path, extra: &[&str]) -> Running {
+    start_with(command, data, extra, None)
+}
+
+/// [`start`] with the soft open-file limit most systems start processes
+/// with (`ulimit -Sn`), e.g. 1024, whatever the test runner's is.
+pub fn start_with_nofile(data: &Path, extra: &[&str], soft: u64) -> Running {
+    start_with("server", data, extra, Some(soft))
+}
+
+fn start_with(command: &str, data: &Path, extra: &[&str], nofile: Option<u64>) -> Running {
     for _ in 0..3 {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        let mut cmd = match nofile {
+            None => Command::new(env!("CARGO_BIN_EXE_trellis")),
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -Sn {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_trellis"));
+                c
+            }
+        };
+        let child = cmd
             .arg(command)
             .arg("--data-dir")
             .arg(data)
