@@ -8,6 +8,15 @@
 //! certificate is re-issued, when the requested names change or it nears
 //! expiry; clients trust the CA, not the leaf, so that is invisible to them.
 //! Private keys are written with mode 0600.
+//!
+//! A start writes only what is missing or changed (each file is compared
+//! before it is written), so a server with everything in place starts, and
+//! serves reads, on a full disk. Writes are atomic and durable (temporary
+//! file, fsync, rename, fsync of the directory); a re-issued certificate and
+//! its key are staged together and renamed into place only once both are
+//! written, so a failure never pairs a new key with an old certificate. If a
+//! renewal that is merely due (the leaf is still valid) cannot be written,
+//! the current leaf is kept and the failure logged.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -31,6 +40,9 @@ pub const ADMIN_GROUP: &str = "system:masters";
 /// Leaves live a year; they are re-issued after half of that.
 const LEAF_DAYS: i64 = 365;
 const LEAF_RENEW_AFTER: Duration = Duration::from_secs(182 * 24 * 3600);
+/// A leaf this young is still valid (with a margin), so a renewal that
+/// cannot be written may wait.
+const LEAF_USABLE: Duration = Duration::from_secs((LEAF_DAYS as u64 - 7) * 24 * 3600);
 const CA_DAYS: i64 = 3650;
 /// Names every serving certificate carries.
 const DEFAULT_SANS: &[&str] = &[
@@ -81,9 +93,10 @@ impl Pki {
         }
         let sans_record = sans.iter().cloned().collect::<Vec<_>>().join("\n") + "\n";
         let recorded = std::fs::read_to_string(dir.join("apiserver.sans")).unwrap_or_default();
-        let server_fresh = recorded == sans_record
-            && is_fresh(&dir.join("apiserver.crt"))
-            && dir.join("apiserver.key").exists();
+        let server_usable = recorded == sans_record
+            && dir.join("apiserver.key").exists()
+            && younger_than(&dir.join("apiserver.crt"), LEAF_USABLE);
+        let server_fresh = server_usable && is_fresh(&dir.join("apiserver.crt"));
         if !server_fresh {
             let key = KeyPair::generate()?;
             let mut params = CertificateParams::new(sans.iter().cloned().collect::<Vec<_>>())
@@ -96,17 +109,28 @@ impl Pki {
             ];
             validity(&mut params, LEAF_DAYS);
             let cert = params.signed_by(&key, &issuer)?;
-            write(dir, "apiserver.key", &key.serialize_pem(), true)?;
-            write(dir, "apiserver.crt", &cert.pem(), false)?;
-            write(dir, "apiserver.sans", &sans_record, false)?;
+            let written = write_together(
+                dir,
+                &[
+                    ("apiserver.key", &key.serialize_pem(), true),
+                    ("apiserver.crt", &cert.pem(), false),
+                    ("apiserver.sans", &sans_record, false),
+                ],
+            );
+            keep_usable_on_failure(written, server_usable, "the serving certificate")?;
         }
         let server_cert_pem = read(dir, "apiserver.crt")?;
         let server_key_pem = read(dir, "apiserver.key")?;
 
-        if !is_fresh(&dir.join("admin.crt")) || !dir.join("admin.key").exists() {
+        let admin_usable =
+            dir.join("admin.key").exists() && younger_than(&dir.join("admin.crt"), LEAF_USABLE);
+        if !admin_usable || !is_fresh(&dir.join("admin.crt")) {
             let (cert, key) = issue_client(&issuer, ADMIN_USER, &[ADMIN_GROUP])?;
-            write(dir, "admin.key", &key, true)?;
-            write(dir, "admin.crt", &cert, false)?;
+            let written = write_together(
+                dir,
+                &[("admin.key", &key, true), ("admin.crt", &cert, false)],
+            );
+            keep_usable_on_failure(written, admin_usable, "the admin client certificate")?;
         }
         let admin_cert_pem = read(dir, "admin.crt")?;
         let admin_key_pem = read(dir, "admin.key")?;
@@ -225,11 +249,34 @@ fn validity(p: &mut CertificateParams, days: i64) {
 
 /// Whether a leaf was written recently enough to keep.
 fn is_fresh(path: &Path) -> bool {
+    younger_than(path, LEAF_RENEW_AFTER)
+}
+
+fn younger_than(path: &Path, limit: Duration) -> bool {
     std::fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .is_some_and(|age| age < LEAF_RENEW_AFTER)
+        .is_some_and(|age| age < limit)
+}
+
+/// A renewal that could not be written is an error only if the current leaf
+/// cannot be used any more (or there is none).
+fn keep_usable_on_failure(
+    written: anyhow::Result<()>,
+    usable: bool,
+    what: &str,
+) -> anyhow::Result<()> {
+    match written {
+        Err(e) if usable => {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "renewing {what} failed; keeping the current one, which is still valid"
+            );
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 fn read(dir: &Path, file: &str) -> anyhow::Result<String> {
@@ -251,19 +298,77 @@ fn load_or(
     Ok(pem)
 }
 
-/// Writes atomically (temp file, then rename), keys readable by the owner only.
+/// Writes one file if its content changed; see [`write_together`].
 fn write(dir: &Path, file: &str, content: &str, secret: bool) -> anyhow::Result<()> {
-    let p = dir.join(file);
-    let tmp = dir.join(format!(".{file}.tmp"));
-    std::fs::write(&tmp, content).with_context(|| format!("writing {}", tmp.display()))?;
-    set_mode(&tmp, if secret { 0o600 } else { 0o644 })?;
-    std::fs::rename(&tmp, &p).with_context(|| format!("writing {}", p.display()))?;
-    Ok(())
+    write_together(dir, &[(file, content, secret)])
+}
+
+/// Writes the files whose content differs from what is on disk, keys
+/// readable by the owner only. All changed files are staged (temporary file,
+/// fsync) before any is renamed into place, so a failure (a full disk)
+/// leaves every file as it was; the directory is fsynced after the renames.
+/// Nothing is written when nothing changed.
+fn write_together(dir: &Path, files: &[(&str, &str, bool)]) -> anyhow::Result<()> {
+    let changed: Vec<_> = files
+        .iter()
+        .filter(|(file, content, _)| {
+            std::fs::read(dir.join(file)).ok().as_deref() != Some(content.as_bytes())
+        })
+        .collect();
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let tmp = |file: &str| dir.join(format!(".{file}.tmp"));
+    let staged = changed.iter().try_for_each(|(file, content, secret)| {
+        stage(&tmp(file), content, if *secret { 0o600 } else { 0o644 })
+    });
+    if let Err(e) = staged {
+        for (file, _, _) in &changed {
+            let _ = std::fs::remove_file(tmp(file));
+        }
+        return Err(e);
+    }
+    for (file, _, _) in &changed {
+        let p = dir.join(file);
+        std::fs::rename(tmp(file), &p).with_context(|| format!("writing {}", p.display()))?;
+    }
+    sync_dir(dir)
+}
+
+/// Writes `content` to `tmp` with `mode` and makes it durable.
+fn stage(tmp: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    set_mode(tmp, mode)?;
+    f.write_all(content.as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {}", tmp.display()))
 }
 
 #[cfg(unix)]
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_: &Path) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// Sets `p`'s permission bits, unless they already are `mode` (a start with
+/// everything in place changes nothing on disk).
+#[cfg(unix)]
 fn set_mode(p: &Path, mode: u32) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
+    let current = std::fs::metadata(p)
+        .with_context(|| format!("reading the mode of {}", p.display()))?
+        .permissions()
+        .mode();
+    if current & 0o7777 == mode {
+        return Ok(());
+    }
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("setting the mode of {}", p.display()))
 }
@@ -297,6 +402,96 @@ mod tests {
                 let m = std::fs::metadata(dir.path().join(f)).unwrap();
                 assert_eq!(m.permissions().mode() & 0o777, 0o600, "{f}");
             }
+        }
+    }
+
+    /// A start with everything in place writes nothing: no file is replaced
+    /// (a rename would give it a new inode), so it works on a full disk.
+    #[cfg(unix)]
+    #[test]
+    fn a_second_start_writes_nothing() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        Pki::ensure(dir.path(), &["trellis.example".into()]).unwrap();
+        let snapshot = || {
+            let mut files: Vec<(String, u64, i64)> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    let m = e.metadata().unwrap();
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (name, m.ino(), m.mtime_nsec() + m.mtime() * 1_000_000_000)
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let before = snapshot();
+        assert!(before.iter().any(|(n, _, _)| n == "sa.pub"));
+        Pki::ensure(dir.path(), &["trellis.example".into()]).unwrap();
+        assert_eq!(snapshot(), before);
+    }
+
+    /// On a full disk (a small tmpfs; skipped where mounting is not
+    /// permitted) a renewal that is due but cannot be written keeps the
+    /// current, still valid certificate and leaves no partial files; a
+    /// change that must be written (a new SAN) is an error.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn renewal_on_a_full_disk_keeps_the_current_leaf() {
+        use std::io::Write;
+        let mnt = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+            .arg(mnt.path())
+            .output();
+        match mounted {
+            Ok(o) if o.status.success() => {}
+            other => {
+                eprintln!("SKIPPED: cannot mount a tmpfs: {other:?}");
+                return;
+            }
+        }
+        let result = std::panic::catch_unwind(|| {
+            let dir = mnt.path().join("pki");
+            let first = Pki::ensure(&dir, &[]).unwrap();
+            // Make both leaves due for renewal, then fill the disk.
+            let due = SystemTime::now() - LEAF_RENEW_AFTER - Duration::from_secs(3600);
+            for f in ["apiserver.crt", "admin.crt"] {
+                let file = std::fs::File::options()
+                    .write(true)
+                    .open(dir.join(f))
+                    .unwrap();
+                file.set_modified(due).unwrap();
+            }
+            let mut filler = std::fs::File::create(mnt.path().join("filler")).unwrap();
+            for chunk in [4096usize, 1] {
+                while filler.write_all(&vec![0u8; chunk]).is_ok() {}
+            }
+            let again = Pki::ensure(&dir, &[]).unwrap();
+            assert_eq!(again.server_cert_pem, first.server_cert_pem);
+            assert_eq!(again.server_key_pem, first.server_key_pem);
+            assert_eq!(again.admin_cert_pem, first.admin_cert_pem);
+            let leftovers: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".tmp"))
+                .collect();
+            assert!(leftovers.is_empty(), "{leftovers:?}");
+            assert!(Pki::ensure(&dir, &["new.example".into()]).is_err());
+            // With space again the renewal happens.
+            drop(filler);
+            std::fs::remove_file(mnt.path().join("filler")).unwrap();
+            let renewed = Pki::ensure(&dir, &[]).unwrap();
+            assert_ne!(renewed.server_cert_pem, first.server_cert_pem);
+            assert_ne!(renewed.admin_key_pem, first.admin_key_pem);
+            assert_eq!(renewed.ca_cert_pem, first.ca_cert_pem);
+        });
+        let _ = std::process::Command::new("umount")
+            .arg(mnt.path())
+            .status();
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
         }
     }
 

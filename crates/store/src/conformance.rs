@@ -34,6 +34,11 @@ async fn next_event(w: &mut WatchStream) -> crate::Event {
 
 pub async fn revisions_and_versions(s: Arc<dyn Store>) {
     assert_eq!(s.current_revision(), 0);
+    assert!(
+        s.health().is_ok(),
+        "a fresh store is healthy: {}",
+        s.health()
+    );
     let a = s.create("/r/a", b("1")).await.unwrap();
     assert_eq!((a.create_revision, a.mod_revision, a.version), (1, 1, 1));
     let b2 = s.create("/r/b", b("1")).await.unwrap();
@@ -49,6 +54,9 @@ pub async fn revisions_and_versions(s: Arc<dyn Store>) {
     assert_eq!(del_rev, 4);
     let a3 = s.create("/r/a", b("3")).await.unwrap();
     assert_eq!((a3.create_revision, a3.version), (5, 1));
+    let health = s.health();
+    assert_eq!((health.is_ok(), health.write_errors), (true, 0));
+    assert_eq!(health.to_string(), "ok");
 }
 
 pub async fn preconditions(s: Arc<dyn Store>) {

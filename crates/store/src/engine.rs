@@ -9,21 +9,32 @@
 //! once they are durable), and only then makes them visible to readers and
 //! watchers and answers the writers. So nothing is ever observed that a crash
 //! could take back, and one fsync covers a whole batch of writers.
+//!
+//! A batch that fails to persist fails all its writers and none of it becomes
+//! visible; the engine stays open. Its health ([`Store::health`]) reports the
+//! failure until a later batch persists, or until the committer's own probe
+//! of the storage (about once a second while unhealthy, see
+//! [`Persistence::probe`]) succeeds, so a full disk heals without a restart
+//! and without client writes.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     Condition, Event, EventKind, KeyValue, Op, OpResult, RangeRequest, RangeResponse, Result,
-    Revision, Store, StoreError, Txn, TxnResponse, WatchItem, WatchStream,
+    Revision, Store, StoreError, StoreHealth, Txn, TxnResponse, WatchItem, WatchStream,
+    WriteFailure,
 };
+
+/// How often the committer probes the storage while writes are failing.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One committed transaction: its revision and the changes it made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,9 +57,21 @@ pub struct Recovered {
 /// How committed transactions are made durable.
 pub trait Persistence: Send + 'static {
     /// Records `commits` durably; returns only once they would survive a
-    /// crash. An error fails every writer of the batch and closes the engine
-    /// for writes.
+    /// crash. An error fails every writer of the batch, and the engine drops
+    /// the batch: it hands the same revisions to the next batch. So on an
+    /// error the backend must leave none of the batch in its durable record
+    /// (or, if it cannot clean up, keep failing until it can), and be ready
+    /// to try again with the next batch. Errors mark the store unhealthy,
+    /// except `InvalidInput`, which means the batch itself cannot be stored.
     fn append(&mut self, commits: &[Arc<Commit>]) -> std::io::Result<()>;
+
+    /// Called about once a second while writes are failing and no writes
+    /// arrive: repairs what a failed append left behind and checks that the
+    /// storage takes writes again. `Ok` marks the store healthy; the next
+    /// append is the real test.
+    fn probe(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 
     /// Called after each applied batch with the full current state, so the
     /// backend may write a snapshot and shorten its log. Must not block long.
@@ -108,13 +131,64 @@ struct State {
     log: VecDeque<(Instant, Arc<Commit>)>,
     watchers: Vec<Watcher>,
     next_watcher: u64,
-    /// Set when persistence failed; every later write fails.
-    broken: Option<String>,
 }
 
 struct Shared {
     state: RwLock<State>,
+    /// Apart from `state`, so a readiness check never waits for a batch.
+    health: Mutex<StoreHealth>,
     config: EngineConfig,
+}
+
+impl Shared {
+    fn write_failed(&self, error: &std::io::Error) {
+        let mut health = self.health.lock();
+        health.write_errors += 1;
+        match &mut health.failing {
+            Some(failure) => {
+                // Logged once when the failures begin; every writer gets the
+                // error anyway.
+                tracing::debug!(%error, "store write failed again");
+                failure.error = error.to_string();
+            }
+            None => {
+                tracing::error!(
+                    %error,
+                    "store write failed; the store keeps serving reads and retries writes"
+                );
+                health.failing = Some(WriteFailure {
+                    error: error.to_string(),
+                    since: SystemTime::now(),
+                });
+            }
+        }
+    }
+
+    fn probe_failed(&self, error: &std::io::Error) {
+        tracing::debug!(%error, "store storage probe failed");
+        if let Some(failure) = &mut self.health.lock().failing {
+            failure.error = error.to_string();
+        }
+    }
+
+    fn storage_ok(&self, how: &str) {
+        let mut health = self.health.lock();
+        if let Some(failure) = health.failing.take() {
+            let secs = SystemTime::now()
+                .duration_since(failure.since)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            tracing::info!(
+                failed_for_secs = secs,
+                write_errors = health.write_errors,
+                "store writes work again ({how})"
+            );
+        }
+    }
+
+    fn unhealthy(&self) -> bool {
+        self.health.lock().failing.is_some()
+    }
 }
 
 enum Request {
@@ -149,10 +223,10 @@ impl Engine {
                 .collect(),
             watchers: Vec::new(),
             next_watcher: 1,
-            broken: None,
         };
         let shared = Arc::new(Shared {
             state: RwLock::new(state),
+            health: Mutex::new(StoreHealth::default()),
             config,
         });
         let (tx, rx) = std_mpsc::channel();
@@ -186,7 +260,27 @@ fn committer(
     rx: std_mpsc::Receiver<Request>,
     mut persistence: Box<dyn Persistence>,
 ) {
-    while let Ok(first) = rx.recv() {
+    loop {
+        let first = if shared.unhealthy() {
+            // While writes fail, wake up now and then to see whether the
+            // storage recovered, so health comes back without client writes.
+            match rx.recv_timeout(PROBE_INTERVAL) {
+                Ok(r) => r,
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                    match persistence.probe() {
+                        Ok(()) => shared.storage_ok("probe"),
+                        Err(e) => shared.probe_failed(&e),
+                    }
+                    continue;
+                }
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(r) => r,
+                Err(_) => break,
+            }
+        };
         let mut reqs = vec![first];
         while reqs.len() < shared.config.max_batch {
             match rx.try_recv() {
@@ -206,19 +300,6 @@ fn run_batch(shared: &Shared, reqs: Vec<Request>, persistence: &mut dyn Persiste
     let mut commits: Vec<Arc<Commit>> = Vec::new();
     {
         let state = shared.state.read();
-        if let Some(why) = &state.broken {
-            for req in reqs {
-                match req {
-                    Request::Txn(_, reply) => {
-                        let _ = reply.send(Err(StoreError::Io(why.clone())));
-                    }
-                    Request::Compact(_, reply) => {
-                        let _ = reply.send(Err(StoreError::Io(why.clone())));
-                    }
-                }
-            }
-            return;
-        }
         // Effects of earlier transactions in this batch, not yet applied.
         let mut overlay: HashMap<Arc<str>, Option<KeyValue>> = HashMap::new();
         let mut next = state.revision;
@@ -323,19 +404,28 @@ fn run_batch(shared: &Shared, reqs: Vec<Request>, persistence: &mut dyn Persiste
         }
     }
 
-    if !commits.is_empty()
-        && let Err(e) = persistence.append(&commits)
-    {
-        let why = format!("persisting a commit failed: {e}");
-        tracing::error!(error = %e, "store persistence failed; the store refuses further writes");
-        shared.state.write().broken = Some(why.clone());
-        for (reply, _) in replies {
-            let _ = reply.send(Err(StoreError::Io(why.clone())));
+    if !commits.is_empty() {
+        match persistence.append(&commits) {
+            Ok(()) => shared.storage_ok("a write persisted"),
+            Err(e) => {
+                // Nothing of the batch was applied, so the state is exactly as
+                // before it and the next batch reuses its revisions. Every
+                // reply of the batch fails, failed preconditions included:
+                // they were judged against the batch's own, now dropped,
+                // commits. Compactions touch no storage and go ahead.
+                // `InvalidInput` rejects the batch itself (a commit too big to
+                // encode), which says nothing about the storage.
+                if e.kind() != std::io::ErrorKind::InvalidInput {
+                    shared.write_failed(&e);
+                }
+                let why = format!("persisting a commit failed, the write was not applied: {e}");
+                for (reply, _) in replies {
+                    let _ = reply.send(Err(StoreError::Io(why.clone())));
+                }
+                commits.clear();
+                replies = Vec::new();
+            }
         }
-        for (_, reply) in compactions {
-            let _ = reply.send(Err(StoreError::Io(why.clone())));
-        }
-        return;
     }
 
     let mut state = shared.state.write();
@@ -541,6 +631,10 @@ impl Store for Engine {
 
     fn compacted_revision(&self) -> Revision {
         self.shared.state.read().compacted
+    }
+
+    fn health(&self) -> StoreHealth {
+        self.shared.health.lock().clone()
     }
 
     async fn get(

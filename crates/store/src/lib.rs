@@ -12,6 +12,11 @@
 //! [`FileStore`] (the durable default) implement it on top of one in-memory
 //! MVCC engine, differing only in how committed transactions are persisted.
 //! [`conformance`] holds the suite every backend must pass.
+//!
+//! A store that cannot persist a write (a full disk, an I/O error) fails that
+//! write and stays open: reads keep working, later writes are retried, and
+//! [`Store::health`] reports the failure until writes succeed again, so an
+//! API server can answer its readiness check from it.
 
 pub mod conformance;
 mod engine;
@@ -19,6 +24,7 @@ pub mod file;
 mod memory;
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 
@@ -182,6 +188,50 @@ pub enum StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// Whether a store can currently make writes durable; see [`Store::health`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreHealth {
+    /// `None` while writes succeed; set from the first failed write until a
+    /// write (or the store's own probe of its storage) succeeds again.
+    pub failing: Option<WriteFailure>,
+    /// Writes (group-commit batches) that failed to persist since the store
+    /// opened; only ever grows, for a metrics counter.
+    pub write_errors: u64,
+}
+
+/// Why a store's writes are failing, and since when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteFailure {
+    /// The latest error, e.g. `No space left on device (os error 28)`.
+    pub error: String,
+    /// When the first write of this run of failures failed.
+    pub since: SystemTime,
+}
+
+impl StoreHealth {
+    /// True while writes are not known to fail.
+    pub fn is_ok(&self) -> bool {
+        self.failing.is_none()
+    }
+}
+
+impl std::fmt::Display for StoreHealth {
+    /// `ok`, or the error and how long it has lasted: the text of a failing
+    /// readiness check.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.failing {
+            None => f.write_str("ok"),
+            Some(w) => {
+                let secs = SystemTime::now()
+                    .duration_since(w.since)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                write!(f, "store writes failing for {secs}s: {}", w.error)
+            }
+        }
+    }
+}
+
 /// A stream of watch items for one prefix. The stream ending (`None`) means the
 /// watch was cancelled (the store closed, or the consumer fell too far behind);
 /// the consumer re-watches from the last revision it saw.
@@ -264,6 +314,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Drops history up to and including `revision`.
     async fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// Whether writes currently persist. Cheap (no I/O): meant for every
+    /// readiness check and metrics scrape. Backends without storage that can
+    /// fail are always healthy.
+    fn health(&self) -> StoreHealth {
+        StoreHealth::default()
+    }
 
     /// Creates `key`; fails with [`StoreError::AlreadyExists`] if present.
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue> {

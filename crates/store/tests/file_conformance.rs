@@ -48,6 +48,9 @@ impl Store for TempStore {
     async fn compact(&self, revision: Revision) -> store::Result<()> {
         self.engine.compact(revision).await
     }
+    fn health(&self) -> store::StoreHealth {
+        self.engine.health()
+    }
 }
 
 store::store_conformance_tests!(|| async {

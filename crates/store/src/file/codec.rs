@@ -142,7 +142,8 @@ pub(crate) fn encode_commit(buf: &mut Vec<u8>, commit: &Commit) -> io::Result<()
 /// before the commit: each event's previous value is resolved from it and
 /// checked, the commit is applied to it and returned. Otherwise the commit is
 /// only parsed (it is already part of the snapshot `state` came from) and
-/// `Ok((revision, None))` is returned.
+/// `Ok((revision, None))` is returned. On an error `state` is left as it was,
+/// so recovery can stop at the record before and keep a consistent state.
 pub(crate) fn decode_commit(
     r: &mut Reader<'_>,
     state: &mut BTreeMap<Arc<str>, KeyValue>,
@@ -151,9 +152,46 @@ pub(crate) fn decode_commit(
     let revision = r.i64()?;
     let apply = revision > skip_through;
     let n = r.u32()? as usize;
-    // Every event takes at least 42 bytes, so a huge count in a short record
+    // Every event takes at least 34 bytes, so a huge count in a short record
     // cannot make us reserve a huge vector.
-    let mut events = Vec::with_capacity(n.min(r.buf.len() / 42 + 1));
+    let mut events = Vec::with_capacity(n.min(r.buf.len() / 34 + 1));
+    if let Err(e) = decode_events(r, state, revision, apply, n, &mut events) {
+        revert(state, &events);
+        return Err(e);
+    }
+    if !apply {
+        return Ok((revision, None));
+    }
+    if events.is_empty() {
+        return Err(invalid(format!("commit {revision} has no events")));
+    }
+    Ok((revision, Some(Commit { revision, events })))
+}
+
+/// Undoes `events` (applied in order) on `state`, newest first.
+pub(crate) fn revert(state: &mut BTreeMap<Arc<str>, KeyValue>, events: &[Event]) {
+    for ev in events.iter().rev() {
+        match &ev.prev {
+            Some(p) => {
+                state.insert(p.key.clone(), p.clone());
+            }
+            None => {
+                state.remove(&ev.kv.key);
+            }
+        }
+    }
+}
+
+/// Decodes the `n` events of the commit at `revision`, applying each to
+/// `state` (if `apply`) and pushing it to `events` as it goes.
+fn decode_events(
+    r: &mut Reader<'_>,
+    state: &mut BTreeMap<Arc<str>, KeyValue>,
+    revision: Revision,
+    apply: bool,
+    n: usize,
+    events: &mut Vec<Event>,
+) -> io::Result<()> {
     for _ in 0..n {
         let kind = match r.u8()? {
             KIND_PUT => EventKind::Put,
@@ -224,13 +262,7 @@ pub(crate) fn decode_commit(
         }
         events.push(Event { kind, kv, prev });
     }
-    if !apply {
-        return Ok((revision, None));
-    }
-    if events.is_empty() {
-        return Err(invalid(format!("commit {revision} has no events")));
-    }
-    Ok((revision, Some(Commit { revision, events })))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -278,11 +310,14 @@ mod tests {
         // A state that does not match the record is an error, not a panic.
         let mut wrong = BTreeMap::new();
         assert!(decode_commit(&mut Reader::new(&buf), &mut wrong, 0).is_err());
-        // Every truncation is an error, never a panic.
+        // Every truncation is an error, never a panic, and leaves the state
+        // as it was (the first event may already have been applied).
         for cut in 0..buf.len() {
             let mut state = BTreeMap::new();
             state.insert(a1.key.clone(), a1.clone());
+            let before = state.clone();
             assert!(decode_commit(&mut Reader::new(&buf[..cut]), &mut state, 0).is_err());
+            assert_eq!(state, before, "cut at {cut}");
         }
     }
 }

@@ -4,7 +4,13 @@
 //! `count` entries `key:bytes, value:bytes, create:i64, mod:i64, version:i64`
 //! in key order, then the CRC32 of everything before it. A snapshot is written
 //! to a `.tmp` file, fsynced, renamed into place and the directory fsynced, so
-//! a snapshot file that exists under its final name is complete.
+//! a snapshot file that exists under its final name is complete. A write
+//! that fails (a full disk) removes its `.tmp` file again, so a failed
+//! snapshot does not keep holding the space the log needs.
+//!
+//! Reading validates everything; an error names the file and the byte offset
+//! where reading stopped (for a checksum mismatch, the end of the checksummed
+//! bytes: a CRC cannot say where inside them the damage is).
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -70,7 +76,24 @@ impl<W: Write> Write for HashingWriter<W> {
 pub(crate) fn write_snapshot(dir: &Path, revision: Revision, kvs: &[KeyValue]) -> io::Result<u64> {
     let final_path = dir.join(snapshot_name(revision));
     let tmp_path = final_path.with_extension("tmp");
-    let file = File::create(&tmp_path)?;
+    let result = write_snapshot_file(&tmp_path, revision, kvs);
+    let size = match result {
+        Ok(size) => size,
+        Err(e) => {
+            // Frees what the partial file holds; recovery would remove it
+            // too, but only at the next start.
+            let _ = fs::remove_file(&tmp_path);
+            return Err(e);
+        }
+    };
+    fs::rename(&tmp_path, &final_path)?;
+    sync_dir(dir)?;
+    Ok(size)
+}
+
+/// Writes and fsyncs the snapshot file at `tmp_path`; returns its size.
+fn write_snapshot_file(tmp_path: &Path, revision: Revision, kvs: &[KeyValue]) -> io::Result<u64> {
+    let file = File::create(tmp_path)?;
     let mut w = HashingWriter {
         inner: BufWriter::with_capacity(1 << 20, file),
         hasher: crc32fast::Hasher::new(),
@@ -96,11 +119,7 @@ pub(crate) fn write_snapshot(dir: &Path, revision: Revision, kvs: &[KeyValue]) -
     inner.write_all(&crc.to_le_bytes())?;
     let file = inner.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
-    let size = file.metadata()?.len();
-    drop(file);
-    fs::rename(&tmp_path, &final_path)?;
-    sync_dir(dir)?;
-    Ok(size)
+    Ok(file.metadata()?.len())
 }
 
 /// A reader that feeds everything through a CRC32 and refuses lengths that
@@ -147,6 +166,7 @@ impl<R: Read> SnapReader<R> {
 }
 
 /// Reads and fully validates a snapshot: its state and revision, and its size.
+/// An error names the file and the byte offset where reading stopped.
 pub(crate) fn read_snapshot(
     path: &Path,
 ) -> io::Result<(Revision, BTreeMap<Arc<str>, KeyValue>, u64)> {
@@ -157,10 +177,27 @@ pub(crate) fn read_snapshot(
         hasher: crc32fast::Hasher::new(),
         left: size,
     };
+    match read_entries(&mut r, size) {
+        Ok((revision, kvs)) => Ok((revision, kvs, size)),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!(
+                "{}: {e} (reading stopped at byte offset {} of {size})",
+                path.display(),
+                size - r.left
+            ),
+        )),
+    }
+}
+
+fn read_entries<R: Read>(
+    r: &mut SnapReader<R>,
+    size: u64,
+) -> io::Result<(Revision, BTreeMap<Arc<str>, KeyValue>)> {
     let mut magic = [0u8; 8];
     r.exact(&mut magic)?;
     if &magic != MAGIC {
-        return Err(invalid(format!("{}: not a snapshot file", path.display())));
+        return Err(invalid("not a snapshot file"));
     }
     let revision = r.i64()?;
     let count = r.i64()? as u64;
@@ -177,10 +214,7 @@ pub(crate) fn read_snapshot(
             && version >= 1;
         let ordered = last.as_ref().is_none_or(|l| *l < key);
         if !sane || !ordered {
-            return Err(invalid(format!(
-                "{}: malformed entry for {key:?}",
-                path.display()
-            )));
+            return Err(invalid(format!("malformed entry for {key:?}")));
         }
         last = Some(key.clone());
         kvs.insert(
@@ -195,12 +229,18 @@ pub(crate) fn read_snapshot(
         );
     }
     let computed = r.hasher.clone().finalize();
+    let checked = size - r.left;
     let stored = r.u32()?;
-    if computed != stored || r.left != 0 {
+    if computed != stored {
         return Err(invalid(format!(
-            "{}: snapshot checksum mismatch",
-            path.display()
+            "the checksum of bytes 0..{checked} does not match (damage somewhere in them)"
         )));
     }
-    Ok((revision, kvs, size))
+    if r.left != 0 {
+        return Err(invalid(format!(
+            "{} unexpected bytes after the checksum",
+            r.left
+        )));
+    }
+    Ok((revision, kvs))
 }

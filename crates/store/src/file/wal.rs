@@ -6,8 +6,10 @@
 //! `format:u8, commits:u32` and that many encoded commits (see `codec`).
 //! One frame holds one whole batch, written with one `write` and made durable
 //! with one `fdatasync`; so a crash can only damage the last frame of the last
-//! segment, and a damaged frame followed by a valid one means the disk lost
-//! data it had acknowledged.
+//! segment. A bad frame followed anywhere later in its segment by a valid one,
+//! or a bad frame in a sealed segment, means the disk lost data it had
+//! acknowledged: recovery stops there (see `file`), naming the file and the
+//! offset, unless it was asked to repair.
 
 use std::fs;
 use std::io;
@@ -106,84 +108,170 @@ fn finish_frame(buf: &mut [u8], start: usize, commits: u32) {
     buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// The payload of a structurally valid frame at `pos`, or `None`.
-fn frame_at(data: &[u8], pos: usize) -> Option<&[u8]> {
-    let header = data.get(pos..pos.checked_add(FRAME_HEADER)?)?;
-    let len = u32::from_le_bytes(header[0..4].try_into().ok()?) as usize;
-    let crc = u32::from_le_bytes(header[4..8].try_into().ok()?);
-    if len == 0 || len > MAX_FRAME {
-        return None;
-    }
-    let start = pos + FRAME_HEADER;
-    let payload = data.get(start..start.checked_add(len)?)?;
-    (crc32fast::hash(payload) == crc).then_some(payload)
+/// Smallest possible commit: revision and event count.
+const MIN_COMMIT: usize = 12;
+/// Smallest possible payload: format, commit count and one commit.
+const MIN_PAYLOAD: usize = 5 + MIN_COMMIT;
+
+/// Why the bytes at some offset are not a valid frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BadFrame {
+    /// Fewer bytes than a frame header are left.
+    ShortHeader { left: usize },
+    /// The length field is too small or too large to be a frame.
+    BadLength { len: usize },
+    /// The length field points past the end of the file.
+    PastEnd { len: usize, left: usize },
+    /// The payload does not start with a known format byte.
+    BadFormat { format: u8 },
+    /// The commit count cannot fit in the payload.
+    BadCount { count: u32 },
+    /// The payload does not match its checksum.
+    Checksum,
 }
 
-/// Where the frame at `pos` ends according to a plausible header, or `None`
-/// if there is no plausible header.
-fn declared_end(data: &[u8], pos: usize) -> Option<usize> {
-    let header = data.get(pos..pos.checked_add(FRAME_HEADER)?)?;
-    let len = u32::from_le_bytes(header[0..4].try_into().ok()?) as usize;
-    (len != 0 && len <= MAX_FRAME).then(|| pos + FRAME_HEADER + len)
+impl std::fmt::Display for BadFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadFrame::ShortHeader { left } => {
+                write!(
+                    f,
+                    "a record header cut short ({left} of {FRAME_HEADER} bytes)"
+                )
+            }
+            BadFrame::BadLength { len } => write!(f, "a record length of {len} bytes"),
+            BadFrame::PastEnd { len, left } => write!(
+                f,
+                "a record length of {len} bytes running past the end of the file \
+                 ({left} bytes left)"
+            ),
+            BadFrame::BadFormat { format } => write!(f, "an unknown record format byte {format}"),
+            BadFrame::BadCount { count } => write!(f, "an impossible commit count {count}"),
+            BadFrame::Checksum => f.write_str("a record that does not match its checksum"),
+        }
+    }
+}
+
+/// The payload of the frame at `pos`, or why there is none. The cheap checks
+/// (length, bounds, format byte, commit count) come before the checksum, so
+/// searching every offset of a damaged segment for a later frame stays fast.
+fn check_frame(data: &[u8], pos: usize) -> Result<&[u8], BadFrame> {
+    let left = data.len().saturating_sub(pos);
+    let Some(header) = data.get(pos..pos + FRAME_HEADER) else {
+        return Err(BadFrame::ShortHeader { left });
+    };
+    let word = |at: usize| {
+        u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+    };
+    let len = word(0) as usize;
+    if !(MIN_PAYLOAD..=MAX_FRAME).contains(&len) {
+        return Err(BadFrame::BadLength { len });
+    }
+    let start = pos + FRAME_HEADER;
+    let Some(payload) = start.checked_add(len).and_then(|end| data.get(start..end)) else {
+        return Err(BadFrame::PastEnd {
+            len,
+            left: left - FRAME_HEADER,
+        });
+    };
+    if payload[0] != FORMAT_V1 {
+        return Err(BadFrame::BadFormat { format: payload[0] });
+    }
+    let count = u32::from_le_bytes([payload[1], payload[2], payload[3], payload[4]]);
+    if count == 0 || count as usize > (len - 5) / MIN_COMMIT {
+        return Err(BadFrame::BadCount { count });
+    }
+    if crc32fast::hash(payload) != word(4) {
+        return Err(BadFrame::Checksum);
+    }
+    Ok(payload)
+}
+
+/// The first offset at or after `from` where a structurally valid frame
+/// starts.
+fn next_valid_frame(data: &[u8], from: usize) -> Option<usize> {
+    (from..data.len()).find(|&q| check_frame(data, q).is_ok())
+}
+
+/// Where a segment stops parsing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Damage {
+    /// Byte offset of the first bad frame.
+    pub offset: usize,
+    /// What is there instead of a frame.
+    pub found: BadFrame,
+    /// Offset of a structurally valid frame somewhere after the bad one.
+    pub next_valid: Option<usize>,
+}
+
+impl Damage {
+    /// Whether this can be what a crash mid-write leaves: a bad frame with
+    /// nothing valid after it, in the segment being appended to. Anything
+    /// else is damage to data that was acknowledged.
+    pub fn is_torn_tail(&self, is_last_segment: bool) -> bool {
+        is_last_segment && self.next_valid.is_none()
+    }
+
+    /// What was found, for an operator.
+    pub fn describe(&self, is_last_segment: bool) -> String {
+        match self.next_valid {
+            Some(q) => format!("{}, followed by a valid record at offset {q}", self.found),
+            None if !is_last_segment => format!(
+                "{} at the end of a sealed segment (a later segment follows)",
+                self.found
+            ),
+            None => self.found.to_string(),
+        }
+    }
 }
 
 /// The frames of one segment's bytes.
 pub(crate) struct Scan<'a> {
-    pub frames: Vec<&'a [u8]>,
-    /// Where the valid frames end; less than the data length if a torn tail
-    /// follows them.
+    /// Every valid frame before any damage, with its byte offset.
+    pub frames: Vec<(usize, &'a [u8])>,
+    /// Where the valid frames end; the data length if nothing is damaged.
     pub valid_len: usize,
+    pub damage: Option<Damage>,
 }
 
-/// Splits a segment into frames. In the last segment a bad frame with no
-/// valid frame after it is a torn tail from a crash mid-write: it was never
-/// acknowledged, so it is reported (via `valid_len`) for truncation. Anything
-/// else that does not parse is corruption and an error.
-pub(crate) fn scan_segment<'a>(data: &'a [u8], is_last: bool, path: &Path) -> io::Result<Scan<'a>> {
+/// Splits a segment into frames, stopping at the first bad one. For a bad
+/// frame it searches the whole rest of the segment, offset by offset, for a
+/// structurally valid frame: the bad frame's own length field could be the
+/// damaged part, so it cannot be trusted to say where to search. Deciding
+/// between a torn tail and corruption is left to [`Damage::is_torn_tail`].
+///
+/// The price of not trusting the length: a crash that cuts short a batch
+/// whose own keys or values contain a complete frame looks like corruption,
+/// and recovery stops instead of truncating it; the repair option then keeps
+/// every acknowledged record. The alternative silently truncated the
+/// acknowledged records after a damaged length field.
+pub(crate) fn scan_segment(data: &[u8]) -> Scan<'_> {
     let mut frames = Vec::new();
     let mut pos = 0;
     while pos < data.len() {
-        match frame_at(data, pos) {
-            Some(payload) => {
-                frames.push(payload);
+        match check_frame(data, pos) {
+            Ok(payload) => {
+                frames.push((pos, payload));
                 pos += FRAME_HEADER + payload.len();
             }
-            None => {
-                if !is_last {
-                    return Err(invalid(format!(
-                        "{}: corrupt log record at offset {pos} in a sealed segment",
-                        path.display()
-                    )));
-                }
-                // Look for a valid frame after the bad one. A header that is
-                // intact bounds the bad frame, and the bytes it covers are
-                // not searched: they hold the unacknowledged batch's own keys
-                // and values, which could contain frame-like bytes. A frame
-                // running past the end is a cut-short write: nothing follows.
-                let scan_from = match declared_end(data, pos) {
-                    Some(end) if end > data.len() => data.len(),
-                    Some(end) => end,
-                    None => pos + 1,
-                };
-                if let Some(later) = (scan_from..data.len()).find(|&q| frame_at(data, q).is_some())
-                {
-                    return Err(invalid(format!(
-                        "{}: corrupt log record at offset {pos} followed by a valid one at \
-                         offset {later}",
-                        path.display()
-                    )));
-                }
-                return Ok(Scan {
+            Err(found) => {
+                return Scan {
                     frames,
                     valid_len: pos,
-                });
+                    damage: Some(Damage {
+                        offset: pos,
+                        found,
+                        next_valid: next_valid_frame(data, pos + 1),
+                    }),
+                };
             }
         }
     }
-    Ok(Scan {
+    Scan {
         frames,
         valid_len: pos,
-    })
+        damage: None,
+    }
 }
 
 /// Opens a frame payload: checks the format and returns a reader positioned
@@ -227,8 +315,13 @@ mod tests {
         buf
     }
 
+    /// A crash cutting short a batch whose value is itself a complete frame.
+    /// This used to be truncated as a torn tail (the bad frame's length was
+    /// trusted to skip its own bytes); since that same trust turned a damaged
+    /// length in the middle of the log into silent loss, it is now reported
+    /// as corruption, and the repair option recovers it without loss.
     #[test]
-    fn torn_write_of_a_value_that_looks_like_a_frame_is_a_torn_tail() {
+    fn torn_write_of_a_value_that_looks_like_a_frame_is_reported_not_truncated() {
         let mut log = frames(&[commit(1, b"a".to_vec())]);
         let good = log.len();
         // A value that is itself a valid frame, in a batch cut short after it.
@@ -236,8 +329,12 @@ mod tests {
         let mut torn = frames(&[commit(2, fake.clone()), commit(3, vec![7; 100])]);
         torn.truncate(torn.len() - 50);
         log.extend_from_slice(&torn);
-        let scan = scan_segment(&log, true, Path::new("x")).unwrap();
+        let scan = scan_segment(&log);
         assert_eq!((scan.frames.len(), scan.valid_len), (1, good));
+        let damage = scan.damage.expect("the torn frame is reported");
+        assert_eq!(damage.offset, good);
+        assert!(damage.next_valid.is_some(), "the embedded frame is found");
+        assert!(!damage.is_torn_tail(true));
     }
 
     #[test]
@@ -245,14 +342,59 @@ mod tests {
         let mut log = frames(&[commit(1, b"a".to_vec())]);
         log.extend_from_slice(&frames(&[commit(2, b"b".to_vec())]));
         log[0..4].copy_from_slice(&[0; 4]);
-        assert!(scan_segment(&log, true, Path::new("x")).is_err());
+        let damage = scan_segment(&log).damage.unwrap();
+        assert_eq!(damage.offset, 0);
+        assert!(!damage.is_torn_tail(true));
         // Zeros after the last frame are a torn tail.
         let mut log = frames(&[commit(1, b"a".to_vec())]);
         let good = log.len();
         log.extend_from_slice(&[0; 100]);
-        let scan = scan_segment(&log, true, Path::new("x")).unwrap();
+        let scan = scan_segment(&log);
         assert_eq!((scan.frames.len(), scan.valid_len), (1, good));
+        assert!(scan.damage.unwrap().is_torn_tail(true));
         // ...but not in a sealed segment.
-        assert!(scan_segment(&log, false, Path::new("x")).is_err());
+        assert!(!scan_segment(&log).damage.unwrap().is_torn_tail(false));
+    }
+
+    /// The issue's case: a length field in the middle of the log damaged to
+    /// point past the end of the file. The frames after it are found.
+    #[test]
+    fn length_pointing_past_the_end_mid_log_is_corruption() {
+        let mut log = Vec::new();
+        let mut starts = Vec::new();
+        for rev in 1..=6 {
+            starts.push(log.len());
+            log.extend_from_slice(&frames(&[commit(rev, vec![b'v'; 40])]));
+        }
+        let mid = starts[2];
+        log[mid..mid + 4].copy_from_slice(&(1u32 << 20).to_le_bytes());
+        let scan = scan_segment(&log);
+        assert_eq!(scan.frames.len(), 2);
+        let damage = scan.damage.unwrap();
+        assert_eq!(damage.offset, mid);
+        assert!(matches!(damage.found, BadFrame::PastEnd { .. }));
+        assert_eq!(damage.next_valid, Some(starts[3]));
+        assert!(!damage.is_torn_tail(true));
+        assert!(
+            damage
+                .describe(true)
+                .contains(&format!("offset {}", starts[3]))
+        );
+    }
+
+    #[test]
+    fn undamaged_segments_and_every_cut_of_the_last_frame() {
+        let mut log = frames(&[commit(1, b"a".to_vec()), commit(2, b"b".to_vec())]);
+        let first = log.len();
+        log.extend_from_slice(&frames(&[commit(3, vec![b'c'; 30])]));
+        let scan = scan_segment(&log);
+        assert_eq!((scan.frames.len(), scan.valid_len), (2, log.len()));
+        assert!(scan.damage.is_none());
+        // A cut anywhere in the last frame is a torn tail at its start.
+        for cut in first + 1..log.len() {
+            let scan = scan_segment(&log[..cut]);
+            assert_eq!((scan.frames.len(), scan.valid_len), (1, first), "cut {cut}");
+            assert!(scan.damage.unwrap().is_torn_tail(true), "cut {cut}");
+        }
     }
 }
