@@ -192,7 +192,7 @@ async fn apiserver_bench(
     in_memory: bool,
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let store = crate::open_store(dir.path(), in_memory)?;
+    let store = crate::open_store(dir.path(), in_memory, false)?;
     let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;

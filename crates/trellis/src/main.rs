@@ -123,6 +123,12 @@ struct ServerArgs {
     /// watch is in flight until it ends)
     #[arg(long, default_value = "90s", value_parser = controller_manager::parse_duration)]
     idle_connection_timeout: std::time::Duration,
+    /// Open a store whose write-ahead log is damaged by moving the damaged
+    /// part (and every later log segment) aside into `DIR/store/damaged-*/`
+    /// and keeping the intact prefix; without it such a store refuses to
+    /// open and names the file and offset
+    #[arg(long)]
+    repair_store: bool,
 }
 
 /// The values `--profile-extensions` accepts.
@@ -176,13 +182,18 @@ pub fn default_data_dir() -> PathBuf {
 pub fn open_store(
     data_dir: &std::path::Path,
     in_memory: bool,
+    repair: bool,
 ) -> anyhow::Result<Arc<dyn store::Store>> {
     if in_memory {
         return Ok(Arc::new(store::MemoryStore::new()));
     }
     let dir = data_dir.join("store");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let s = store::FileStore::open(&dir)
+    let options = store::file::FileOptions {
+        repair,
+        ..Default::default()
+    };
+    let s = store::FileStore::open_with_options(&dir, store::EngineConfig::default(), options)
         .with_context(|| format!("opening the store in {}", dir.display()))?;
     Ok(Arc::new(s))
 }
@@ -370,7 +381,7 @@ async fn start_server(
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
-    let store = open_store(&data_dir, args.in_memory)?;
+    let store = open_store(&data_dir, args.in_memory, args.repair_store)?;
     let mut config = apiserver::Config {
         audit_log: args.audit_log.clone(),
         connections: apiserver::conn::ConnLimits {
@@ -408,24 +419,30 @@ async fn start_server(
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let kc = data_dir.join("admin.kubeconfig");
-    let url = match &pki {
+    let (url, written) = match &pki {
         Some(pki) => {
             let url = format!("https://{addr}");
-            kubeconfig::write_tls(
+            let written = kubeconfig::write_tls(
                 &kc,
                 &url,
                 &pki.ca_cert_pem,
                 &pki.admin_cert_pem,
                 &pki.admin_key_pem,
-            )?;
-            url
+            );
+            (url, written)
         }
         None => {
             let url = format!("http://{addr}");
-            kubeconfig::write_plain(&kc, &url)?;
-            url
+            let written = kubeconfig::write_plain(&kc, &url);
+            (url, written)
         }
     };
+    // The kubeconfig changes when the port does (`--listen …:0`). On a full
+    // disk the write fails; serving reads matters more than the file, so
+    // the start goes on and says so.
+    if let Err(e) = written {
+        tracing::warn!(path = %kc.display(), error = %format!("{e:#}"), "could not write the admin kubeconfig; the server starts anyway");
+    }
     let serve = async move {
         match pki {
             Some(pki) => server.serve_tls(listener, pki.tls_config(), shutdown).await,

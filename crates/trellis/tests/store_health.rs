@@ -197,7 +197,6 @@ fn fill_with_writes(
 /// `/readyz` says 500 with the store's error while the disk is full, and 200
 /// again once space is freed, without any write in between.
 #[test]
-#[ignore = "needs apiserver's /readyz answered from Store::health: un-ignore once that is committed"]
 fn full_disk_makes_readyz_fail_until_space_is_freed() {
     if !have("curl") {
         eprintln!("SKIPPED: curl is not installed");
