@@ -251,6 +251,11 @@ const SERVER_SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_sec
 async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()> {
     let (server_stop, server_shutdown) = controller_manager::shutdown_pair();
     let extensions = args.server.extensions();
+    let launch = demo::Launch {
+        command: status::invocation(),
+        data_dir: args.server.data_dir.clone(),
+        in_memory: args.server.in_memory,
+    };
     // Shoots keep their own API servers' stores next to the seed's.
     let shoots_dir = (!args.server.in_memory).then(|| {
         args.server
@@ -314,7 +319,7 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
     }
     let mut demo = args
         .demo
-        .map(|which| tokio::spawn(demo::run_demo(client.clone(), launched, which)));
+        .map(|which| tokio::spawn(demo::run_demo(client.clone(), launched, which, launch)));
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -329,21 +334,12 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
             }
             shown = async { demo.as_mut().expect("guarded").await }, if demo.is_some() => {
                 demo = None;
-                match shown.context("the demo panicked")? {
-                    Ok(()) => {
-                        if args.demo == Some(demo::Demo::Shoot) {
-                            println!("  kubectl get shoots -A; kubectl get worker,machinedeployments,machines -n {}", demo::SHOOT_CONTROL_NAMESPACE);
-                            println!("  trellis status -A     # Shoot → Worker → deployments → machines → nodes");
-                        } else {
-                            println!("  kubectl get machinedeployments,machinesets,machines,nodes");
-                            println!("  trellis status        # the tree; --watch to follow");
-                        }
-                        println!("Ctrl-C stops trellis; `trellis up` again resumes with everything as it was.");
-                    }
-                    // The controllers and the server keep running: the demo
-                    // is only a view on them.
-                    Err(e) => eprintln!("demo: {e:#}"),
-                }
+                // The demo follows until it is aborted below; ending by
+                // itself means it failed. The controllers and the server
+                // keep running: the demo is only a view on them.
+                let ended = shown.context("the demo panicked")?.err();
+                let why = ended.map_or_else(|| "it ended".to_string(), |e| format!("{e:#}"));
+                eprintln!("demo: stopped following the machines: {why}");
             }
             _ = &mut shutdown => {
                 tracing::info!("shutting down");
@@ -464,13 +460,22 @@ fn main() -> anyhow::Result<()> {
         use std::io::IsTerminal as _;
         let demo_on_terminal = matches!(&cli.command, Command::Up(a) if a.demo.is_some())
             && std::io::stdout().is_terminal();
-        if demo_on_terminal { "warn" } else { "info" }.to_string()
+        // The client commands report their failures themselves, in one
+        // sentence; kube's own error log of the same failed request would
+        // only repeat it as a library's chain.
+        let client_command = matches!(&cli.command, Command::Status(_) | Command::Profile { .. });
+        match () {
+            _ if demo_on_terminal => "warn",
+            _ if client_command => "info,kube_client=off",
+            _ => "info",
+        }
+        .to_string()
     });
     logging::init(&level, cli.log_json);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let result = rt.block_on(async move {
         match cli.command {
             Command::Up(args) => run_up(args, launched).await,
             Command::Status(args) => status::run(args).await,
@@ -481,10 +486,25 @@ fn main() -> anyhow::Result<()> {
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
             Command::Crds => {
                 let docs = [api::crds_yaml(), gardener::crds_yaml(), worker::crds_yaml()];
-                print!("{}", docs.map(|d| d.trim_end().to_string()).join("\n---\n"));
-                println!();
-                Ok(())
+                let all = docs.map(|d| d.trim_end().to_string()).join("\n---\n");
+                status::write_stdout(&format!("{all}\n"))
             }
         }
+    });
+    // `trellis crds | head`: the reader left once it had what it wanted.
+    // Rust ignores SIGPIPE, so the write failed with EPIPE instead of the
+    // process being stopped; that is no error of ours, so exit quietly and
+    // successfully (as ripgrep does) rather than print it.
+    match result {
+        Err(e) if is_broken_pipe(&e) => Ok(()),
+        other => other,
+    }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }

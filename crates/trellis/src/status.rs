@@ -8,8 +8,9 @@
 //! (once, or every second with `--watch`).
 
 use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -20,10 +21,8 @@ use kube::api::{Api, ListParams};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The kubeconfig to use; default `$KUBECONFIG`, else the admin
-    /// kubeconfig `trellis up` writes in its default data directory.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    connection: Connection,
     /// The namespace of the machine objects.
     #[arg(short, long, default_value = "default")]
     namespace: String,
@@ -33,6 +32,308 @@ pub struct Args {
     /// Keep redrawing the tree every second until interrupted.
     #[arg(short, long)]
     watch: bool,
+}
+
+/// Which cluster a client command talks to, in this order: `--kubeconfig`,
+/// else `$KUBECONFIG`, else the admin kubeconfig that `trellis up` writes
+/// in its data directory (`--data-dir`, `TRELLIS_DATA_DIR`, or the same
+/// default as `up`). Flatten it into any command that defaults to trellis's
+/// own server.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct Connection {
+    /// The kubeconfig to use; default `$KUBECONFIG`, else DIR/admin.kubeconfig
+    /// of --data-dir.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The data directory of the `trellis up` (or `server`) to talk to, whose
+    /// admin.kubeconfig is used when neither --kubeconfig nor $KUBECONFIG is
+    /// set [default: $XDG_DATA_HOME/trellis or ~/.local/share/trellis].
+    #[arg(long, env = "TRELLIS_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Where the kubeconfig in use was named, for messages that say which file
+/// was read and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    Flag,
+    Env,
+    DataDir,
+}
+
+/// The kubeconfig a [`Connection`] resolved to: one file, or the list
+/// `$KUBECONFIG` may hold (merged as kubectl does).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kubeconfig {
+    pub paths: Vec<PathBuf>,
+    pub origin: Origin,
+}
+
+impl Kubeconfig {
+    /// "the kubeconfig FILE (from $KUBECONFIG)" and the like.
+    pub fn describe(&self) -> String {
+        let paths = self
+            .paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":");
+        match self.origin {
+            Origin::Flag => format!("the kubeconfig {paths}"),
+            Origin::Env => format!("the kubeconfig {paths} (from $KUBECONFIG)"),
+            Origin::DataDir => format!("the admin kubeconfig {paths}"),
+        }
+    }
+}
+
+impl Connection {
+    /// The kubeconfig to use, given `$KUBECONFIG` and the default data
+    /// directory. Empty values count as unset, as kubectl has it.
+    pub fn resolve(
+        &self,
+        env_kubeconfig: Option<OsString>,
+        default_data_dir: impl FnOnce() -> PathBuf,
+    ) -> Kubeconfig {
+        if let Some(path) = self
+            .kubeconfig
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            return Kubeconfig {
+                paths: vec![path],
+                origin: Origin::Flag,
+            };
+        }
+        let from_env: Vec<PathBuf> = env_kubeconfig
+            .map(|v| {
+                std::env::split_paths(&v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !from_env.is_empty() {
+            return Kubeconfig {
+                paths: from_env,
+                origin: Origin::Env,
+            };
+        }
+        let dir = self
+            .data_dir
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(default_data_dir);
+        Kubeconfig {
+            paths: vec![dir.join("admin.kubeconfig")],
+            origin: Origin::DataDir,
+        }
+    }
+
+    /// A client for the resolved kubeconfig. Every error is one sentence
+    /// naming the file and what to do; kube's own messages (which quote
+    /// paths twice) are not shown.
+    pub async fn connect(&self) -> anyhow::Result<Connected> {
+        let kubeconfig = self.resolve(std::env::var_os("KUBECONFIG"), crate::default_data_dir);
+        let config = read_kubeconfig(&kubeconfig)?;
+        let unusable = |e: &dyn std::fmt::Display| {
+            anyhow::anyhow!("{} is not usable: {e}", kubeconfig.describe())
+        };
+        let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
+            .await
+            .map_err(|e| unusable(&e))?;
+        let url = config.cluster_url.to_string();
+        let url = url.trim_end_matches('/').to_string();
+        let client = kube::Client::try_from(config).map_err(|e| unusable(&e))?;
+        Ok(Connected {
+            client,
+            url,
+            kubeconfig,
+        })
+    }
+}
+
+/// A client, with what its errors should name: the server's URL and the
+/// kubeconfig that led there.
+pub struct Connected {
+    pub client: kube::Client,
+    pub url: String,
+    pub kubeconfig: Kubeconfig,
+}
+
+impl Connected {
+    /// The one sentence [`unreachable`] says when `e` is a request that
+    /// never got an answer from the server.
+    pub fn unreachable(&self, e: &anyhow::Error) -> Option<String> {
+        let reason = transport_failure(e)?;
+        Some(unreachable(
+            &self.kubeconfig,
+            &self.url,
+            &reason,
+            &invocation(),
+        ))
+    }
+
+    /// `e` as that sentence when the server did not answer (the library's
+    /// error chain then only at debug level); any other error as it is.
+    pub fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        tracing::debug!(error = format!("{e:#}"), "request failed");
+        match self.unreachable(&e) {
+            Some(sentence) => anyhow::anyhow!(sentence),
+            None => e,
+        }
+    }
+}
+
+/// Reads (and merges) the kubeconfig files. Missing files of a
+/// `$KUBECONFIG` list are skipped as kubectl skips them; a missing single
+/// file says how to get one.
+fn read_kubeconfig(kc: &Kubeconfig) -> anyhow::Result<kube::config::Kubeconfig> {
+    use kube::config::KubeconfigError;
+    let mut merged: Option<kube::config::Kubeconfig> = None;
+    for path in &kc.paths {
+        let one = match kube::config::Kubeconfig::read_from(path) {
+            Ok(one) => one,
+            Err(KubeconfigError::ReadConfig(e, _))
+                if e.kind() == std::io::ErrorKind::NotFound && kc.paths.len() > 1 =>
+            {
+                continue;
+            }
+            Err(KubeconfigError::ReadConfig(e, _)) if e.kind() == std::io::ErrorKind::NotFound => {
+                anyhow::bail!("{}", missing_kubeconfig(kc, &invocation()))
+            }
+            Err(KubeconfigError::ReadConfig(e, _)) => {
+                anyhow::bail!("cannot read {}: {}", kc.describe(), io_reason(&e))
+            }
+            Err(e) => anyhow::bail!("{} is not a valid kubeconfig: {e}", kc.describe()),
+        };
+        merged = Some(match merged {
+            None => one,
+            Some(m) => m
+                .merge(one)
+                .map_err(|e| anyhow::anyhow!("cannot merge {}: {e}", kc.describe()))?,
+        });
+    }
+    merged.ok_or_else(|| anyhow::anyhow!("{}", missing_kubeconfig(kc, &invocation())))
+}
+
+/// What to say when the kubeconfig does not exist; `cmd` runs trellis.
+pub fn missing_kubeconfig(kc: &Kubeconfig, cmd: &str) -> String {
+    let paths = kc
+        .paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    match kc.origin {
+        Origin::Flag => format!("there is no kubeconfig {paths} (given with --kubeconfig)"),
+        Origin::Env => format!(
+            "there is no kubeconfig {paths} (named by $KUBECONFIG): correct or unset KUBECONFIG, or pass --kubeconfig"
+        ),
+        Origin::DataDir => format!(
+            "there is no admin kubeconfig {paths}: start trellis with `{cmd} up`, which writes it, or pass --data-dir or --kubeconfig"
+        ),
+    }
+}
+
+/// What to say when the server named by `kc` does not answer at all.
+pub fn unreachable(kc: &Kubeconfig, url: &str, reason: &str, cmd: &str) -> String {
+    format!(
+        "cannot reach the API server at {url} ({reason}) named by {}: start trellis with `{cmd} up`, or choose another cluster with --kubeconfig or --data-dir",
+        kc.describe()
+    )
+}
+
+/// An I/O error's message without the `(os error N)` suffix, starting
+/// lower-case to read inside a sentence.
+fn io_reason(e: &dyn std::error::Error) -> String {
+    let text = e.to_string();
+    let text = match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => text,
+    }
+}
+
+/// The innermost cause of a transport error (connection refused, a TLS
+/// failure, an unknown host), when `e` is one: the request never got an
+/// HTTP answer. API errors (a status from the server) are not.
+pub fn transport_failure(e: &anyhow::Error) -> Option<String> {
+    let kube_error = e.chain().find_map(|c| c.downcast_ref::<kube::Error>())?;
+    if !matches!(
+        kube_error,
+        kube::Error::HyperError(_) | kube::Error::Service(_)
+    ) {
+        return None;
+    }
+    let mut innermost: &dyn std::error::Error = kube_error;
+    while let Some(next) = innermost.source() {
+        innermost = next;
+    }
+    Some(io_reason(innermost))
+}
+
+/// The command that runs this trellis binary, for hints that must work as
+/// printed: `trellis` when that name on PATH is this very binary, `cargo
+/// run [--release] -p trellis --` when it was built in the Cargo workspace
+/// the user is in (the README's way), else its absolute path.
+pub fn invocation() -> String {
+    let Ok(exe) = std::env::current_exe().and_then(|e| e.canonicalize()) else {
+        return "trellis".to_string();
+    };
+    let on_path = std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("trellis"))
+                .find(|p| p.is_file())
+        })
+        .and_then(|p| p.canonicalize().ok())
+        .is_some_and(|p| p == exe);
+    let cwd = std::env::current_dir().and_then(|d| d.canonicalize()).ok();
+    invocation_of(&exe, on_path, cwd.as_deref(), |root| {
+        root.join("Cargo.toml").is_file()
+    })
+}
+
+/// [`invocation`] as a function of what it looks at.
+pub fn invocation_of(
+    exe: &Path,
+    on_path: bool,
+    cwd: Option<&Path>,
+    is_workspace: impl Fn(&Path) -> bool,
+) -> String {
+    if on_path {
+        return "trellis".to_string();
+    }
+    let profile = exe.parent();
+    let target = profile.and_then(Path::parent);
+    let root = target.and_then(Path::parent);
+    if let (Some(profile), Some(target), Some(root)) = (profile, target, root)
+        && target.file_name().is_some_and(|n| n == "target")
+        && is_workspace(root)
+        && cwd.is_some_and(|c| c.starts_with(root))
+    {
+        match profile.file_name().and_then(|n| n.to_str()) {
+            Some("release") => return "cargo run --release -p trellis --".to_string(),
+            Some("debug") => return "cargo run -p trellis --".to_string(),
+            _ => {}
+        }
+    }
+    shell_quote(&exe.display().to_string())
+}
+
+/// `s` as one shell word: as it is when that is safe, else single-quoted.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:=,@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Terminal colours, or none (pipes, files, `NO_COLOR`).
@@ -686,41 +987,58 @@ fn outside_shoots(mut snap: Snapshot, views: &[ShootView]) -> Snapshot {
     snap
 }
 
-/// The kubeconfig `status` uses when none is given.
-fn kubeconfig(args: &Args) -> PathBuf {
-    args.kubeconfig
-        .clone()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| crate::default_data_dir().join("admin.kubeconfig"))
-}
-
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let path = kubeconfig(&args);
-    let client = crate::controller_manager::client_from(&path).await?;
+    let connected = args.connection.connect().await?;
+    let client = &connected.client;
     let namespace = (!args.all_namespaces).then_some(args.namespace.as_str());
     let paint = Paint::for_stdout();
     let tty = std::io::stdout().is_terminal();
     let mut last = String::new();
     loop {
-        let views = shoots(&client, namespace).await?;
-        let snap = outside_shoots(snapshot(&client, namespace).await?, &views);
-        let tree = render_all(&snap, &views, Timestamp::now(), paint, 80);
+        let observed = async {
+            let views = shoots(client, namespace).await?;
+            let snap = outside_shoots(snapshot(client, namespace).await?, &views);
+            anyhow::Ok(render_all(&snap, &views, Timestamp::now(), paint, 80))
+        }
+        .await;
+        // A server that does not answer gets one sentence (the library's
+        // error chain only behind --log-level debug); with --watch it is
+        // shown in place of the tree until the server is back.
+        let tree = match observed {
+            Ok(tree) => tree,
+            Err(e) if args.watch => match connected.unreachable(&e) {
+                Some(sentence) => {
+                    tracing::debug!(error = format!("{e:#}"), "request failed");
+                    format!("{sentence}\n")
+                }
+                None => return Err(e),
+            },
+            Err(e) => return Err(connected.explain(e)),
+        };
         if !args.watch {
-            print!("{tree}");
-            return Ok(());
+            return write_stdout(&tree);
         }
         if tty {
-            print!("\x1b[H\x1b[2J{tree}");
+            write_stdout(&format!("\x1b[H\x1b[2J{tree}"))?;
         } else if tree != last {
-            println!("{tree}");
+            write_stdout(&format!("{tree}\n"))?;
         }
-        std::io::stdout().flush()?;
         last = tree;
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = crate::shutdown_signal() => return Ok(()),
         }
     }
+}
+
+/// Writes `text` to stdout and flushes it, returning the error instead of
+/// panicking as `print!` does: a closed pipe (`trellis status | head`)
+/// is then a quiet exit (see `main`).
+pub fn write_stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")
 }
 
 #[cfg(test)]
@@ -923,6 +1241,129 @@ Machine/single          New                       30s
         assert!(tree.contains("Processing"), "{tree}");
         let node_line = tree.lines().find(|l| l.contains("Node/node-1")).unwrap();
         assert!(node_line.contains("Ready"), "{node_line}");
+    }
+
+    fn connection(kubeconfig: Option<&str>, data_dir: Option<&str>) -> Connection {
+        Connection {
+            kubeconfig: kubeconfig.map(PathBuf::from),
+            data_dir: data_dir.map(PathBuf::from),
+        }
+    }
+
+    fn default_dir() -> PathBuf {
+        PathBuf::from("/home/u/.local/share/trellis")
+    }
+
+    #[test]
+    fn the_kubeconfig_is_the_flag_then_kubeconfig_then_the_data_dir() {
+        let flag = connection(Some("/k/flag"), Some("/d"));
+        assert_eq!(
+            flag.resolve(Some("/k/env".into()), default_dir),
+            Kubeconfig {
+                paths: vec!["/k/flag".into()],
+                origin: Origin::Flag
+            }
+        );
+        let env = connection(None, Some("/d"));
+        assert_eq!(
+            env.resolve(Some("/k/a:/k/b".into()), default_dir),
+            Kubeconfig {
+                paths: vec!["/k/a".into(), "/k/b".into()],
+                origin: Origin::Env
+            },
+            "a $KUBECONFIG list, as kubectl reads it"
+        );
+        assert_eq!(
+            env.resolve(Some("".into()), default_dir),
+            Kubeconfig {
+                paths: vec!["/d/admin.kubeconfig".into()],
+                origin: Origin::DataDir
+            },
+            "an empty $KUBECONFIG is unset"
+        );
+        assert_eq!(
+            connection(Some(""), None).resolve(None, default_dir),
+            Kubeconfig {
+                paths: vec!["/home/u/.local/share/trellis/admin.kubeconfig".into()],
+                origin: Origin::DataDir
+            },
+            "no data dir: the same default as `up`"
+        );
+    }
+
+    #[test]
+    fn a_missing_kubeconfig_is_named_once_with_what_to_do() {
+        let cmd = "cargo run -p trellis --";
+        let kc = connection(None, Some("/d")).resolve(None, default_dir);
+        assert_eq!(
+            missing_kubeconfig(&kc, cmd),
+            "there is no admin kubeconfig /d/admin.kubeconfig: start trellis with `cargo run -p trellis -- up`, which writes it, or pass --data-dir or --kubeconfig"
+        );
+        let kc = connection(None, None).resolve(Some("/k/x".into()), default_dir);
+        assert_eq!(
+            missing_kubeconfig(&kc, cmd),
+            "there is no kubeconfig /k/x (named by $KUBECONFIG): correct or unset KUBECONFIG, or pass --kubeconfig"
+        );
+        let kc = connection(Some("/k/y"), None).resolve(None, default_dir);
+        assert_eq!(
+            missing_kubeconfig(&kc, cmd),
+            "there is no kubeconfig /k/y (given with --kubeconfig)"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_server_is_one_sentence_with_url_kubeconfig_and_remedy() {
+        let refused = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        );
+        let err =
+            anyhow::Error::new(kube::Error::Service(Box::new(refused))).context("listing shoots");
+        let reason = transport_failure(&err).expect("a transport failure");
+        let kc = connection(None, None).resolve(None, default_dir);
+        assert_eq!(
+            unreachable(&kc, "https://127.0.0.1:6443", &reason, "trellis"),
+            "cannot reach the API server at https://127.0.0.1:6443 (connection refused) named by the admin kubeconfig /home/u/.local/share/trellis/admin.kubeconfig: start trellis with `trellis up`, or choose another cluster with --kubeconfig or --data-dir"
+        );
+        let answered = anyhow::Error::new(kube::Error::Api(Box::new(
+            kube::core::Status::failure("forbidden", "Forbidden").with_code(403),
+        )));
+        assert_eq!(transport_failure(&answered), None, "the server answered");
+    }
+
+    #[test]
+    fn hints_run_this_binary_as_the_user_can() {
+        let ws = |root: &Path| root == Path::new("/src/trellis");
+        let release = Path::new("/src/trellis/target/release/trellis");
+        let debug = Path::new("/src/trellis/target/debug/trellis");
+        let inside = Some(Path::new("/src/trellis/crates"));
+        let outside = Some(Path::new("/home/u"));
+        assert_eq!(invocation_of(release, true, outside, ws), "trellis");
+        assert_eq!(
+            invocation_of(release, false, inside, ws),
+            "cargo run --release -p trellis --"
+        );
+        assert_eq!(
+            invocation_of(debug, false, inside, ws),
+            "cargo run -p trellis --"
+        );
+        assert_eq!(
+            invocation_of(release, false, outside, ws),
+            "/src/trellis/target/release/trellis",
+            "cargo run needs the workspace as the current directory"
+        );
+        assert_eq!(
+            invocation_of(Path::new("/opt/my tools/trellis"), false, outside, ws),
+            "'/opt/my tools/trellis'"
+        );
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_quote("/a/b-c_d.e"), "/a/b-c_d.e");
+        assert_eq!(shell_quote("/a b"), "'/a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
     }
 
     #[test]

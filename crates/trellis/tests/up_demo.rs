@@ -1,7 +1,8 @@
 //! End to end, as a newcomer would: the README's quick start against the
 //! real `trellis up --demo` binary, then a kill -9 and a restart that must
 //! find the same machines (UIDs, providerIDs), still Running, with no VM
-//! created twice.
+//! created twice; then scales that the live view must follow. With
+//! `--in-memory` the demo must not promise to resume.
 
 mod common;
 
@@ -347,6 +348,75 @@ fn up_demo_follows_the_readme_and_resumes_after_a_kill() {
     );
     assert_eq!(vms_after, vms_before, "no VM created twice");
     assert_three_running(&kc, &machines_after, &vms_after);
+
+    // The hints name a command that runs this binary as the user can:
+    // this test's binary is not `trellis` on PATH.
+    let status_hint = format!("  {} status ", expected_command());
+    assert!(
+        again.printed(&status_hint),
+        "a hint runs status with {status_hint:?}"
+    );
+
+    // The view keeps following after "3/3": up, then down, where the
+    // machines being removed must leave the view before it says Running.
+    let scale = |n: u32| {
+        let replicas = format!("--replicas={n}");
+        let out = kubectl(&kc, &["scale", "machinedeployment", "demo", &replicas]);
+        assert!(out.status.success(), "kubectl scale {replicas}");
+    };
+    scale(4);
+    again.wait_for("demo: 4/4 machines Running again");
+    scale(2);
+    again.wait_for("demo: 2/2 machines Running again");
+    assert_eq!(
+        machines(&kc).len(),
+        2,
+        "the view said Running only once the removed machines were gone"
+    );
+}
+
+/// The command the hints should print for this test's binary: `cargo run`
+/// as the README has it while it lives in the workspace's target directory
+/// (the test runs inside the workspace), else its path; `trellis` when
+/// that is this binary on PATH.
+fn expected_command() -> String {
+    let exe = Path::new(env!("CARGO_BIN_EXE_trellis"))
+        .canonicalize()
+        .unwrap();
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter_map(|d| d.join("trellis").canonicalize().ok())
+            .next()
+            .is_some_and(|p| p == exe)
+    });
+    let target = repo_root().canonicalize().unwrap().join("target");
+    if on_path {
+        "trellis".to_string()
+    } else if exe.parent() == Some(&target.join("release")) {
+        "cargo run --release -p trellis --".to_string()
+    } else if exe.parent() == Some(&target.join("debug")) {
+        "cargo run -p trellis --".to_string()
+    } else {
+        exe.display().to_string()
+    }
+}
+
+#[test]
+fn up_demo_in_memory_says_nothing_is_kept() {
+    if !have("kubectl") {
+        eprintln!("SKIPPED: kubectl is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["up", "--demo", "--in-memory"].map(String::from);
+    let mut up = Up::start(&args, &tmp.path().join("trellis"));
+    up.wait_for("demo: 3/3 machines Running");
+    up.wait_for("Ctrl-C stops trellis");
+    assert!(
+        up.printed("with --in-memory nothing is kept"),
+        "the in-memory demo says nothing is kept"
+    );
+    assert!(!up.printed("resumes"), "and does not promise to resume");
 }
 
 #[test]
