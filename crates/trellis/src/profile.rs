@@ -38,9 +38,8 @@ pub struct ImagesArgs {
     /// The machine type.
     #[arg(long)]
     machine_type: String,
-    /// The kubeconfig; default `$KUBECONFIG`, else `trellis up`'s.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    connection: crate::status::Connection,
 }
 
 #[derive(clap::Args)]
@@ -57,8 +56,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Images(args) => images(args).await,
         Command::Render(args) => {
-            print!("{}", render_files(&args.parent, &args.ncp)?);
-            Ok(())
+            crate::status::write_stdout(&render_files(&args.parent, &args.ncp)?)
         }
     }
 }
@@ -182,12 +180,16 @@ pub fn images_table(rows: &[Usable]) -> String {
 }
 
 async fn images(args: ImagesArgs) -> anyhow::Result<()> {
-    let path = args
-        .kubeconfig
-        .clone()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| crate::default_data_dir().join("admin.kubeconfig"));
-    let client = crate::controller_manager::client_from(&path).await?;
+    let connected = args.connection.connect().await?;
+    let spec = read_spec(&args, connected.client.clone())
+        .await
+        .map_err(|e| connected.explain(e))?;
+    crate::status::write_stdout(&images_table(&usable_images(&spec, &args.machine_type)?))
+}
+
+/// The CloudProfile spec `args` names: the profile's own, or the
+/// NamespacedCloudProfile's rendered over its parent.
+async fn read_spec(args: &ImagesArgs, client: kube::Client) -> anyhow::Result<CloudProfileSpec> {
     let spec =
         match &args.namespace {
             None => {
@@ -215,11 +217,7 @@ async fn images(args: ImagesArgs) -> anyhow::Result<()> {
                 }
             }
         };
-    print!(
-        "{}",
-        images_table(&usable_images(&spec, &args.machine_type)?)
-    );
-    Ok(())
+    Ok(spec)
 }
 
 #[cfg(test)]
