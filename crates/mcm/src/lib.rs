@@ -1,5 +1,5 @@
-//! machine-controller-manager in Rust: the machine, machine-set,
-//! machine-deployment and safety controllers.
+//! machine-controller-manager in Rust: the machine, machine-class,
+//! machine-set, machine-deployment and safety controllers.
 //!
 //! Every decision is a pure function of observed objects and the clock,
 //! tested table-driven without I/O; thin executors apply the plans through the
@@ -13,8 +13,13 @@
 //! - [`machine`]: the machine controller's decisions — bootstrap tokens,
 //!   create errors, health statuses, node template sync, the deletion state
 //!   machine and drain rounds.
+//! - [`machineclass`]: the class and secret controllers' decisions — class
+//!   finalizers while machines use a class, secret finalizers while a
+//!   class needs them.
 //! - [`safety`]: the safety controller's decisions — orphan VMs and nodes,
 //!   overshooting freezes, API-server outages.
+//! - [`serving`]: whether a namespace is served, from the controllers'
+//!   heartbeat Lease, and the warning when it is not.
 //! - [`backoff`]: how long a failed reconcile waits before its retry
 //!   (per-object exponential backoff and an overall token bucket).
 //! - [`run`]: the controllers wired to shared caches; [`leader`]: Lease
@@ -28,10 +33,12 @@ pub mod hash;
 pub mod health;
 pub mod leader;
 pub mod machine;
+pub mod machineclass;
 pub mod machinedeployment;
 pub mod machineset;
 pub mod metrics;
 pub mod rollout;
 pub mod run;
 pub mod safety;
+pub mod serving;
 pub mod time;

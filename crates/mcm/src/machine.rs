@@ -1,9 +1,11 @@
 //! The machine controller's decisions, as pure functions of observed objects
 //! and the clock: settings with per-machine overrides, the bootstrap token
-//! and userData substitution, the create-error handler, the status a health
-//! verdict leads to, node template sync as a patch, the deletion state
-//! machine (S1–S6) with its progress kept in an annotation, one round of a
-//! level-triggered drain, and the hot-update check. Where running without
+//! and userData substitution, the create-error handler, whether the class
+//! allows a VM to be created and the record of it a machine keeps, the
+//! status a health verdict leads to, node template sync as a patch, the
+//! deletion state machine (S1–S6) with its progress kept in an annotation
+//! and the class it calls the driver with, one round of a level-triggered
+//! drain, and the hot-update check. Where running without
 //! a target cluster changes a decision, "has target" is an input.
 //!
 //! Nothing here does I/O; `controllers::machine` gathers the facts, calls
@@ -13,15 +15,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use api::{
-    CurrentStatus, LastOperation, Machine, MachineOperationType, MachinePhase, MachineState,
-    MachineStatus, NodeTemplateSpec, format_duration, labels, parse_duration,
+    CurrentStatus, LastOperation, Machine, MachineClass, MachineOperationType, MachinePhase,
+    MachineState, MachineStatus, NodeTemplateSpec, format_duration, labels, parse_duration,
 };
 use chrono::{DateTime, Utc};
 use driver::{Code, LONG_RETRY, MEDIUM_RETRY, Outcome, SHORT_RETRY, Step};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, Pod, Secret, Taint};
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress, NodeCondition, Pod, Secret, SecretReference, Taint,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::drain::{self, DrainPlan, EVICTION_RETRY_INTERVAL, ForceInput, PodInfo};
@@ -525,6 +530,203 @@ pub fn live_steps(m: &Machine, has_target: bool) -> LiveSteps {
     }
 }
 
+// --- The machine's class ----------------------------------------------------------
+
+/// Annotation on a machine recording the class its VM is (to be) created
+/// with, as JSON [`KnownClass`]: provider, provider spec and secret
+/// references. It is written on a live pass before the driver is first
+/// asked to create the VM, and kept up to date while the class exists, so
+/// a machine without it and without a providerID never had a VM, and a VM
+/// whose class is gone can still be deleted with what the class was.
+pub const LAST_KNOWN_CLASS: &str = "machine.sapcloud.io/last-known-class";
+
+/// What a machine remembers of its class: what the driver needs to find
+/// and delete the VM.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KnownClass {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    #[serde(default)]
+    pub provider_spec: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<SecretReference>,
+}
+
+impl KnownClass {
+    /// The parts of `class` worth remembering.
+    pub fn of(class: &MachineClass) -> KnownClass {
+        KnownClass {
+            provider: class.provider.clone(),
+            provider_spec: class.provider_spec.clone(),
+            secret_ref: class.secret_ref.clone(),
+            credentials_secret_ref: class.credentials_secret_ref.clone(),
+        }
+    }
+
+    /// The record on `m`: `None` without one, `Some(None)` for one that
+    /// cannot be read.
+    pub fn recorded(m: &Machine) -> Option<Option<KnownClass>> {
+        annotation(&m.metadata, LAST_KNOWN_CLASS).map(|v| serde_json::from_str(v).ok())
+    }
+
+    /// A class named `name` in `ns` made from the record, to hand the
+    /// driver in place of one that is gone.
+    pub fn to_class(&self, name: &str, ns: &str) -> MachineClass {
+        MachineClass {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(ns.to_string()),
+                ..ObjectMeta::default()
+            },
+            provider: self.provider.clone(),
+            provider_spec: self.provider_spec.clone(),
+            secret_ref: self.secret_ref.clone(),
+            credentials_secret_ref: self.credentials_secret_ref.clone(),
+            node_template: None,
+        }
+    }
+}
+
+/// The annotation patch that records `class` on `m`; `None` when the
+/// record is current.
+pub fn known_class_patch(m: &Machine, class: &MachineClass) -> Option<Value> {
+    let want = KnownClass::of(class);
+    if KnownClass::recorded(m) == Some(Some(want.clone())) {
+        return None;
+    }
+    let text = serde_json::to_string(&want).ok()?;
+    Some(json!({"metadata": {"annotations": {LAST_KNOWN_CLASS: text}}}))
+}
+
+/// How a live machine's class stands for creating a VM from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassState {
+    /// It exists, carries the class finalizer, is not being deleted, and
+    /// its secrets hold `userData`.
+    Ready,
+    /// It does not exist (not yet, not any more, or a misspelt name).
+    Missing,
+    /// It is being deleted.
+    Deleting,
+    /// Its secrets hold no `userData`.
+    NoUserData,
+    /// The class controller has not put the class finalizer on it yet.
+    NoFinalizer,
+}
+
+/// The state of `class` (`None`: not found) whose merged secrets do or do
+/// not hold `userData`.
+pub fn class_state(class: Option<&MachineClass>, has_user_data: bool) -> ClassState {
+    let Some(class) = class else {
+        return ClassState::Missing;
+    };
+    if class.metadata.deletion_timestamp.is_some() {
+        ClassState::Deleting
+    } else if !has_user_data {
+        ClassState::NoUserData
+    } else if !crate::machineclass::has_class_finalizer(class) {
+        ClassState::NoFinalizer
+    } else {
+        ClassState::Ready
+    }
+}
+
+/// What keeps a VM from being created from the class, in words that say
+/// what to do; `None` when nothing does, or only the class finalizer is
+/// missing (the class controller adds it at once, and the class's update
+/// brings the machine back).
+pub fn class_problem(state: ClassState, ns: &str, class_name: &str) -> Option<String> {
+    match state {
+        ClassState::Ready | ClassState::NoFinalizer => None,
+        ClassState::Missing => Some(format!(
+            "MachineClass {ns}/{class_name} not found: create it (or correct the class name) \
+             and the VM is created"
+        )),
+        ClassState::Deleting => Some(format!(
+            "MachineClass {ns}/{class_name} is being deleted: no new VM is created from it"
+        )),
+        ClassState::NoUserData => Some(format!(
+            "the secrets of MachineClass {ns}/{class_name} have no {}",
+            labels::USER_DATA_KEY
+        )),
+    }
+}
+
+/// Every lastOperation description a class problem of this machine's
+/// class was written with, including the one earlier versions wrote for
+/// every machine, running or not.
+fn class_problem_descriptions(ns: &str, class_name: &str) -> Vec<String> {
+    let mut out: Vec<String> = [
+        ClassState::Missing,
+        ClassState::Deleting,
+        ClassState::NoUserData,
+    ]
+    .into_iter()
+    .filter_map(|s| class_problem(s, ns, class_name))
+    .collect();
+    out.push(format!("MachineClass {ns}/{class_name} not found"));
+    out.push(format!(
+        "the secrets of MachineClass {class_name} have no {}",
+        labels::USER_DATA_KEY
+    ));
+    out
+}
+
+/// lastOperation description of a machine whose class problem is gone.
+pub fn class_available_description(ns: &str, class_name: &str) -> String {
+    format!("MachineClass {ns}/{class_name} is available again")
+}
+
+/// The status of a machine with a VM whose lastOperation still reports a
+/// class problem that is gone (written before the class came back, or by
+/// an earlier version, which wrote it onto running machines too): the
+/// lastOperation of the phase it is in. `None` when there is nothing to
+/// clear, or when the creation flow is about to overwrite it anyway.
+pub fn class_recovered_status(m: &Machine, now: DateTime<Utc>) -> Option<MachineStatus> {
+    let status = m.status.as_ref()?;
+    let op = &status.last_operation;
+    let ns = m.metadata.namespace.as_deref().unwrap_or_default();
+    let class_name = &m.spec.class.name;
+    let phase = status.current_status.phase;
+    let creating = m.spec.provider_id.is_empty()
+        || matches!(phase, None | Some(MachinePhase::CrashLoopBackOff));
+    if creating
+        || op.type_ != Some(MachineOperationType::Create)
+        || op.state != Some(MachineState::Failed)
+        || !class_problem_descriptions(ns, class_name).contains(&op.description)
+    {
+        return None;
+    }
+    let mut s = status.clone();
+    s.last_operation = match phase {
+        Some(MachinePhase::Pending) => last_op(
+            MachineOperationType::Create,
+            MachineState::Processing,
+            CREATING_DESCRIPTION,
+            None,
+            now,
+        ),
+        Some(MachinePhase::Available) => last_op(
+            MachineOperationType::Create,
+            MachineState::Successful,
+            AVAILABLE_DESCRIPTION,
+            None,
+            now,
+        ),
+        _ => last_op(
+            MachineOperationType::HealthCheck,
+            MachineState::Successful,
+            class_available_description(ns, class_name),
+            None,
+            now,
+        ),
+    };
+    Some(s)
+}
+
 // --- Health ---------------------------------------------------------------------
 
 /// A node condition in the planners' form.
@@ -952,6 +1154,69 @@ pub enum StepFact {
     NodeDeleted,
     /// S6: the finalizer is gone.
     FinalizerRemoved,
+    /// S1, S4: the class is gone and the driver was never asked to create
+    /// a VM (no providerID, no [`LAST_KNOWN_CLASS`]): there is no VM to
+    /// look for or delete.
+    NoVm,
+    /// S1, S4: the driver would have to be called, and there is no class
+    /// to call it with; the message says what is missing and what to do.
+    ClassMissing { message: String },
+}
+
+/// The class a deletion hands the driver (at S1 and S4).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeletionClass {
+    /// Call the driver with this class: the machine's own (being deleted
+    /// or not), or, with `last_known`, what the machine recorded of it.
+    Use {
+        class: Box<MachineClass>,
+        last_known: bool,
+    },
+    /// The class is gone and the driver was never asked to create a VM.
+    NoVm,
+    /// The class is gone, a VM may exist, and there is nothing to delete it
+    /// with; the message says what the user can do.
+    Missing(String),
+}
+
+/// Which class a deletion calls the driver with; `class` is the machine's
+/// class if it exists. A VM is never assumed away while the machine names
+/// one (providerID) or recorded a class before creating one: only a
+/// machine with neither never had a VM.
+pub fn deletion_class(m: &Machine, class: Option<MachineClass>) -> DeletionClass {
+    if let Some(class) = class {
+        return DeletionClass::Use {
+            class: Box::new(class),
+            last_known: false,
+        };
+    }
+    let ns = m.metadata.namespace.as_deref().unwrap_or_default();
+    let name = m.metadata.name.as_deref().unwrap_or_default();
+    let class_name = &m.spec.class.name;
+    let vm = if m.spec.provider_id.is_empty() {
+        "the VM".to_string()
+    } else {
+        format!("VM {}", m.spec.provider_id)
+    };
+    match KnownClass::recorded(m) {
+        Some(Some(known)) => DeletionClass::Use {
+            class: Box::new(known.to_class(class_name, ns)),
+            last_known: true,
+        },
+        Some(None) => DeletionClass::Missing(format!(
+            "Cannot delete {vm} of machine {name}: MachineClass {ns}/{class_name} not found \
+             and the machine's record of it ({LAST_KNOWN_CLASS}) is unreadable; \
+             re-create MachineClass {class_name} as the VM was created with it \
+             and the deletion continues"
+        )),
+        None if m.spec.provider_id.is_empty() => DeletionClass::NoVm,
+        None => DeletionClass::Missing(format!(
+            "Cannot delete {vm} of machine {name}: MachineClass {ns}/{class_name} not found \
+             and the machine has no record of the class the VM was created with; \
+             re-create MachineClass {class_name} (its provider spec and secrets as the VM \
+             was created with) and the deletion continues"
+        )),
+    }
 }
 
 /// What happens after a step.
@@ -1051,6 +1316,19 @@ pub fn deletion_transition(
             _ => retry(*code, Step::Delete, "Deleting the VM failed", message),
         },
         (DeleteNode, NodeDeleted) => next(RemoveFinalizer),
+        // No VM: nothing to look up. The drain still runs, and finds no
+        // node unless someone labelled one for this machine.
+        (GetVmStatus, NoVm) => next(DrainNode),
+        (DeleteVm, NoVm) => Transition::Next {
+            step: DeleteNode,
+            note: Some("No VM to delete."),
+        },
+        // Never skip a VM that may exist: stay, say why, look again when
+        // the class comes back (its creation requeues the machine) or
+        // after the medium period.
+        (GetVmStatus | DeleteVm, ClassMissing { message }) => {
+            stay_failed(MEDIUM_RETRY, message.clone(), None)
+        }
         (RemoveFinalizer, FinalizerRemoved) => Transition::Finished,
         _ => Transition::Stay {
             after: SHORT_RETRY,
@@ -2229,6 +2507,246 @@ mod tests {
         for (step, fact, secs, code) in failures {
             let got = deletion_transition(step, &fact, rx);
             assert!(failed(secs, code)(&got), "{step:?} {fact:?}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn deletion_without_a_vm_or_a_class() {
+        use DeletionStep::*;
+        use StepFact::*;
+        let rx = Duration::from_secs(600);
+        // (step, fact, expected)
+        let table = [
+            (GetVmStatus, NoVm, next(DrainNode)),
+            (
+                DeleteVm,
+                NoVm,
+                Transition::Next {
+                    step: DeleteNode,
+                    note: Some("No VM to delete."),
+                },
+            ),
+            // A fact that does not belong to the step changes nothing.
+            (
+                DrainNode,
+                NoVm,
+                Transition::Stay {
+                    after: SHORT_RETRY,
+                    failure: None,
+                },
+            ),
+        ];
+        for (step, fact, want) in table {
+            assert_eq!(deletion_transition(step, &fact, rx), want, "{step:?}");
+        }
+        for step in [GetVmStatus, DeleteVm] {
+            let fact = ClassMissing {
+                message: "re-create it".into(),
+            };
+            assert_eq!(
+                deletion_transition(step, &fact, rx),
+                Transition::Stay {
+                    after: MEDIUM_RETRY,
+                    failure: Some(("re-create it".into(), None)),
+                },
+                "{step:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn deletion_classes() {
+        let class = MachineClass::test("test-class").with_uid("c1");
+        let known = KnownClass::of(&MachineClass {
+            provider_spec: json!({"zone": "a"}),
+            ..MachineClass::test("test-class")
+        });
+        let recorded =
+            |m: Machine| m.annotation(LAST_KNOWN_CLASS, &serde_json::to_string(&known).unwrap());
+        let use_ = |c: &MachineClass, last_known| DeletionClass::Use {
+            class: Box::new(c.clone()),
+            last_known,
+        };
+        let rebuilt = known.to_class("test-class", "default");
+        assert_eq!(rebuilt.provider_spec, json!({"zone": "a"}));
+        assert_eq!(rebuilt.secret_ref, class.secret_ref);
+        let missing = |d: &DeletionClass, what: &str| {
+            matches!(d, DeletionClass::Missing(m)
+                if m.contains("MachineClass default/test-class not found")
+                    && m.contains("re-create MachineClass test-class")
+                    && m.contains(what))
+        };
+        let bare = Machine::test("m1");
+        let with_vm = Machine::test("m1").provider_id("local:///a/1");
+        // (machine, class exists, expected)
+        type Check<'a> = Box<dyn Fn(&DeletionClass) -> bool + 'a>;
+        let table: Vec<(Machine, bool, Check)> = vec![
+            // The class is there: always the driver, VM or not.
+            (bare.clone(), true, Box::new(|d| *d == use_(&class, false))),
+            (
+                with_vm.clone(),
+                true,
+                Box::new(|d| *d == use_(&class, false)),
+            ),
+            // Gone: the record, whether or not a providerID was written.
+            (
+                recorded(bare.clone()),
+                false,
+                Box::new(|d| *d == use_(&rebuilt, true)),
+            ),
+            (
+                recorded(with_vm.clone()),
+                false,
+                Box::new(|d| *d == use_(&rebuilt, true)),
+            ),
+            // Never recorded and no providerID: the driver was never asked.
+            (bare.clone(), false, Box::new(|d| *d == DeletionClass::NoVm)),
+            // A VM and nothing to delete it with: say so.
+            (
+                with_vm.clone(),
+                false,
+                Box::new(|d| missing(d, "VM local:///a/1 of machine m1")),
+            ),
+            // An unreadable record means the driver was asked.
+            (
+                bare.annotation(LAST_KNOWN_CLASS, "{not json"),
+                false,
+                Box::new(|d| missing(d, "unreadable")),
+            ),
+        ];
+        for (i, (m, exists, check)) in table.into_iter().enumerate() {
+            let got = deletion_class(&m, exists.then(|| class.clone()));
+            assert!(check(&got), "case {i}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn the_class_is_recorded_once_and_when_it_changes() {
+        let class = MachineClass::test("test-class");
+        let m = Machine::test("m1");
+        let p = known_class_patch(&m, &class).unwrap();
+        let text = p["metadata"]["annotations"][LAST_KNOWN_CLASS]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let recorded: KnownClass = serde_json::from_str(&text).unwrap();
+        assert_eq!(recorded, KnownClass::of(&class));
+        assert_eq!(recorded.provider, "local");
+        let m = m.annotation(LAST_KNOWN_CLASS, &text);
+        assert_eq!(known_class_patch(&m, &class), None);
+        // Finalizers and other metadata are not part of the record.
+        let with_meta = class.clone().finalizer(labels::MCM_FINALIZER);
+        assert_eq!(known_class_patch(&m, &with_meta), None);
+        let mut changed = class;
+        changed.provider_spec = json!({"tags": {"a": "1"}});
+        assert!(known_class_patch(&m, &changed).is_some());
+    }
+
+    #[test]
+    fn class_states_and_problems() {
+        let ready = MachineClass::test("c").finalizer(labels::MCM_FINALIZER);
+        let mut deleting = ready.clone();
+        deleting.metadata.deletion_timestamp = Some(to_time(t(0)));
+        // (class, userData, state)
+        let table = [
+            (None, true, ClassState::Missing),
+            (Some(&ready), true, ClassState::Ready),
+            (Some(&ready), false, ClassState::NoUserData),
+            (Some(&deleting), true, ClassState::Deleting),
+            (
+                Some(&MachineClass::test("c")),
+                true,
+                ClassState::NoFinalizer,
+            ),
+        ];
+        for (class, user_data, want) in table {
+            assert_eq!(class_state(class, user_data), want, "{want:?}");
+        }
+        assert_eq!(class_problem(ClassState::Ready, "ns", "c"), None);
+        assert_eq!(class_problem(ClassState::NoFinalizer, "ns", "c"), None);
+        let missing = class_problem(ClassState::Missing, "ns", "c").unwrap();
+        assert!(
+            missing.starts_with("MachineClass ns/c not found: create it"),
+            "{missing}"
+        );
+        let deleting = class_problem(ClassState::Deleting, "ns", "c").unwrap();
+        assert!(deleting.contains("is being deleted"), "{deleting}");
+        let no_ud = class_problem(ClassState::NoUserData, "ns", "c").unwrap();
+        assert!(no_ud.contains("have no userData"), "{no_ud}");
+    }
+
+    #[test]
+    fn stale_class_problems_are_cleared_once_the_class_is_back() {
+        let failed_op = |d: &str| LastOperation {
+            description: d.into(),
+            state: Some(MachineState::Failed),
+            type_: Some(MachineOperationType::Create),
+            ..LastOperation::default()
+        };
+        let with_op = |m: Machine, d: &str| {
+            let mut m = m;
+            m.status
+                .get_or_insert_with(MachineStatus::default)
+                .last_operation = failed_op(d);
+            m
+        };
+        let legacy = "MachineClass default/test-class not found";
+        let current = class_problem(ClassState::Missing, "default", "test-class").unwrap();
+        let running = Machine::test("m1").provider_id("local:///a/1").running();
+        let pending = Machine::test("m1")
+            .provider_id("local:///a/1")
+            .with_phase(MachinePhase::Pending);
+        // (machine, expected lastOperation description and state)
+        let table = [
+            (
+                with_op(running.clone(), legacy),
+                Some((
+                    "MachineClass default/test-class is available again".to_string(),
+                    MachineState::Successful,
+                )),
+            ),
+            (
+                with_op(running.clone(), &current),
+                Some((
+                    class_available_description("default", "test-class"),
+                    MachineState::Successful,
+                )),
+            ),
+            (
+                with_op(pending.clone(), legacy),
+                Some((CREATING_DESCRIPTION.to_string(), MachineState::Processing)),
+            ),
+            // Not a class problem: left alone.
+            (with_op(running.clone(), "Cloud provider message - x"), None),
+            // Another class's problem: left alone.
+            (
+                with_op(running.clone(), "MachineClass default/other not found"),
+                None,
+            ),
+            // No VM yet: the creation flow overwrites it.
+            (
+                with_op(Machine::test("m1").class("test-class"), legacy),
+                None,
+            ),
+            (
+                with_op(
+                    Machine::test("m1")
+                        .provider_id("local:///a/1")
+                        .with_phase(MachinePhase::CrashLoopBackOff),
+                    legacy,
+                ),
+                None,
+            ),
+            (running, None),
+        ];
+        for (i, (m, want)) in table.into_iter().enumerate() {
+            let got = class_recovered_status(&m, t(5)).map(|s| {
+                (
+                    s.last_operation.description,
+                    s.last_operation.state.unwrap(),
+                )
+            });
+            assert_eq!(got, want, "case {i}");
         }
     }
 

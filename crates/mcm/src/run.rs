@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use api::{Machine, MachineClass, MachineDeployment, MachineSet};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
@@ -88,14 +88,88 @@ where
     Ok((store, streams))
 }
 
+/// The class and secret controllers, which keep what the machine
+/// controller needs (spec §2.8); they run with it, so `None` streams (no
+/// driver) run nothing.
+#[allow(clippy::too_many_arguments)]
+async fn class_controllers<C, M, S, SC>(
+    ctx: Arc<Context>,
+    classes: Option<(Store<MachineClass>, C)>,
+    machine_events: Option<M>,
+    secrets: Option<(Store<Secret>, S)>,
+    secret_class_events: Option<SC>,
+    workers: controller::Config,
+    metrics: Arc<crate::metrics::Metrics>,
+    shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
+) where
+    C: Stream<Item = Result<MachineClass, watcher::Error>> + Send + 'static,
+    M: Stream<Item = Result<Machine, watcher::Error>> + Send + 'static,
+    S: Stream<Item = Result<Secret, watcher::Error>> + Send + 'static,
+    SC: Stream<Item = Result<MachineClass, watcher::Error>> + Send + 'static,
+{
+    use controllers::machineclass as mc;
+    let (
+        Some((class_store, class_events)),
+        Some(machine_events),
+        Some((secret_store, secret_events)),
+        Some(secret_class_events),
+    ) = (classes, machine_events, secrets, secret_class_events)
+    else {
+        return;
+    };
+    let class_ctrl = Controller::for_stream(class_events, class_store)
+        .watches_stream(machine_events, |m: Machine| mc::class_of_machine(&m))
+        .with_config(workers.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            metrics.timed(mc::NAME, controllers::forgetting(mc::NAME, mc::reconcile)),
+            mc::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+    let mapped = secret_store.clone();
+    let secret_ctrl = Controller::for_stream(secret_events, secret_store)
+        .watches_stream(secret_class_events, move |class: MachineClass| {
+            mc::secrets_for_class(&class, &mapped)
+        })
+        .with_config(workers)
+        .graceful_shutdown_on(shutdown)
+        .run(
+            metrics.timed(
+                mc::SECRET_NAME,
+                controllers::forgetting(mc::SECRET_NAME, mc::reconcile_secret),
+            ),
+            mc::secret_error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+    futures::join!(class_ctrl, secret_ctrl);
+    // Stopped cleanly: what the caches may not have shown yet is settled
+    // from live reads, so no finalizer that nobody needs is left behind
+    // for controllers that may not come back (a shoot's namespace is
+    // deleted right after its controllers stop).
+    let settled = tokio::time::timeout(SETTLE_TIMEOUT, mc::settle(&ctx, &ctx.config.namespace));
+    match settled.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "settling class finalizers at shutdown failed"),
+        Err(_) => tracing::warn!("settling class finalizers at shutdown timed out"),
+    }
+}
+
+/// How long the class finalizers may take to settle when the controllers
+/// stop.
+const SETTLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs the machine set and machine deployment controllers against the
 /// control cluster, and — given a driver — the machine controller against
-/// the control and target clusters, until `shutdown` resolves. Without a
-/// driver no machine is ever created or deleted for real; tests use that to
-/// stand in for the machine controller. `target` is the target cluster's
-/// client, or `None` to run without one (upstream's
-/// `--target-kubeconfig=none`): no Node is watched, and machines are
-/// `Available` once their VM exists.
+/// the control and target clusters with its class and secret controllers,
+/// until `shutdown` resolves. Without a driver no machine is ever created
+/// or deleted for real; tests use that to stand in for the machine
+/// controller. `target` is the target cluster's client, or `None` to run
+/// without one (upstream's `--target-kubeconfig=none`): no Node is watched,
+/// and machines are `Available` once their VM exists. Meanwhile the
+/// heartbeat Lease of the namespace says it is served
+/// ([`crate::serving`]).
 pub async fn run(
     control: kube::Client,
     target: impl Into<Option<kube::Client>>,
@@ -105,6 +179,15 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let target: Option<kube::Client> = target.into();
     let ns = config.namespace.clone();
+    // The namespace is served from now on: the heartbeat starts before the
+    // caches fill, so objects created meanwhile are not warned about. An
+    // early return (a watch that cannot start) drops and so stops it.
+    let mut heartbeat = AbortOnDrop(tokio::spawn(controllers::heartbeat::run(
+        control.clone(),
+        ns.clone(),
+        crate::leader::default_identity(),
+        shutdown.clone(),
+    )));
     let metrics = config.metrics.clone();
     // Worker limits bound the load on the API servers and the provider
     // when thousands of objects change together.
@@ -117,14 +200,35 @@ pub async fn run(
     let mds: Api<MachineDeployment> = Api::namespaced(control.clone(), &ns);
 
     // Machine events trigger the machine set controller, the safety
-    // controller and, with a driver, the machine controller.
-    let machine_triggers = if driver.is_some() { 3 } else { 2 };
+    // controller and, with a driver, the machine and class controllers.
+    let machine_triggers = if driver.is_some() { 4 } else { 2 };
     let (machine_store, mut machine_events) = shared_watch(machines, machine_triggers).await?;
     let (set_store, mut set_events) = shared_watch(sets.clone(), 1).await?;
     metrics.observe_machines(machine_store.clone());
     let ms_machine_events = machine_events.remove(0);
     let safety_machine_events = machine_events.remove(0);
     let mc_machine_events = machine_events.pop();
+    let class_machine_events = machine_events.pop();
+
+    // With a driver, the machine controller's halves that keep classes and
+    // their secrets: class events trigger the class controller, the
+    // machines of the class and the secrets the class may release.
+    let (class_store, mut class_events, secrets) = if driver.is_some() {
+        let classes: Api<MachineClass> = Api::namespaced(control.clone(), &ns);
+        let (store, events) = shared_watch(classes, 3).await?;
+        let secrets: Api<Secret> = Api::namespaced(control.clone(), &ns);
+        let (secret_store, mut secret_events) = shared_watch(secrets, 1).await?;
+        (
+            Some(store),
+            events,
+            secret_events.pop().map(|e| (secret_store, e)),
+        )
+    } else {
+        (None, Vec::new(), None)
+    };
+    let mc_class_events = class_events.pop();
+    let secret_class_events = class_events.pop();
+    let class_class_events = class_events.pop();
 
     // The machine controller's node cache: every Node of the target
     // cluster, whose changes also trigger the machine they belong to.
@@ -145,10 +249,11 @@ pub async fn run(
                     instance: None,
                 },
             );
-            (
-                Some(MachineDeps::new(driver, node_store, recorder)),
-                node_events,
-            )
+            let mut deps = MachineDeps::new(driver, node_store, recorder);
+            if let (Some(classes), Some((secrets, _))) = (&class_store, &secrets) {
+                deps = deps.with_classes(classes.clone(), secrets.clone());
+            }
+            (Some(deps), node_events)
         }
         None => (None, None),
     };
@@ -161,6 +266,7 @@ pub async fn run(
         config,
         machine_deps,
     );
+    let class_workers = workers.clone();
     let ms_ctrl = Controller::new(sets, watcher::Config::default())
         .owns_stream(ms_machine_events)
         .with_config(workers.clone())
@@ -194,20 +300,30 @@ pub async fn run(
         )
         .for_each(|_| futures::future::ready(()));
     let safety = controllers::safety::run(ctx.clone(), safety_machine_events, shutdown.clone());
+    let class_ctrls = class_controllers(
+        ctx.clone(),
+        class_store.zip(class_class_events),
+        class_machine_events,
+        secrets,
+        secret_class_events,
+        class_workers,
+        metrics.clone(),
+        shutdown.clone(),
+    );
     let mc_metrics = metrics.clone();
     let mc_ctrl = async move {
-        let Some(machine_events) = mc_machine_events else {
+        let (Some(machine_events), Some(class_events)) = (mc_machine_events, mc_class_events)
+        else {
             return;
         };
         let (node_ctx, class_ctx) = (ctx.clone(), ctx.clone());
-        let classes: Api<MachineClass> = Api::namespaced(control, &ns);
         let mut mc = Controller::for_stream(machine_events, machine_store);
         if let Some(node_events) = node_events {
             mc = mc.watches_stream(node_events, move |node: Node| {
                 controllers::machine::machines_for_node(&node_ctx, &node)
             });
         }
-        mc.watches(classes, watcher::Config::default(), move |class| {
+        mc.watches_stream(class_events, move |class| {
             controllers::machine::machines_for_class(&class_ctx, &class)
         })
         .with_config(machine_workers)
@@ -229,7 +345,18 @@ pub async fn run(
     };
     // Every cache is synced by now (`shared_watch` waits for it).
     metrics.set_ready(true);
-    futures::join!(ms_ctrl, md_ctrl, mc_ctrl, safety);
+    futures::join!(ms_ctrl, md_ctrl, mc_ctrl, safety, class_ctrls);
     metrics.set_ready(false);
+    // It releases the Lease on the same shutdown signal.
+    let _ = (&mut heartbeat.0).await;
     Ok(())
+}
+
+/// A task that is aborted when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -1,7 +1,11 @@
 //! Leader election against the embedded API server: one holder at a time, a
 //! successor only after the lease has gone unrenewed for its duration (or
 //! at once after a release), and a holder that finds someone else in the
-//! record gives up.
+//! record gives up. The controllers' heartbeat Lease, which says a
+//! namespace is served, is renewed while they run and released when they
+//! stop.
+
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -138,4 +142,53 @@ async fn a_holder_gives_up_when_another_writes_the_record() {
         .await
         .expect("a notices the new holder");
     assert!(matches!(lost, Error::TakenOver { .. }), "{lost}");
+}
+
+/// The Leases of the namespace, judged as admission judges them.
+async fn served(client: &kube::Client) -> mcm::serving::Served {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let items = leases
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    mcm::serving::served(&items, chrono::Utc::now())
+}
+
+#[tokio::test]
+async fn the_controllers_heartbeat_while_they_run_and_release_it_when_they_stop() {
+    use futures::FutureExt;
+    use mcm::serving::{HEARTBEAT_LEASE, Served};
+    let client = common::server().await;
+    assert_eq!(served(&client).await, Served::No);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = stopped.map(|_| ()).boxed().shared();
+    let config = mcm::controllers::Config {
+        namespace: NS.into(),
+        ..Default::default()
+    };
+    let run = tokio::spawn(mcm::run::run(
+        client.clone(),
+        None::<kube::Client>,
+        config,
+        None,
+        shutdown,
+    ));
+    common::wait_for("the heartbeat", 10, async || {
+        matches!(served(&client).await, Served::Yes { lease, .. } if lease == HEARTBEAT_LEASE)
+    })
+    .await;
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the controllers stop")
+        .unwrap()
+        .unwrap();
+    match served(&client).await {
+        Served::Stale { lease, renewed } => {
+            assert_eq!(lease, HEARTBEAT_LEASE);
+            assert!(renewed.is_some());
+        }
+        other => panic!("released, not {other:?}"),
+    }
 }

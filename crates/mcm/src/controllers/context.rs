@@ -3,18 +3,18 @@
 //! the backoff of failed reconciles; plus what only the machine controller
 //! needs ([`MachineDeps`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use api::{Machine, MachineSet};
-use k8s_openapi::api::core::v1::Node;
+use api::{Machine, MachineClass, MachineSet};
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Resource;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{self, Store};
 use parking_lot::Mutex;
 
 use crate::backoff::RateLimiter;
@@ -246,6 +246,14 @@ pub struct MachineDeps {
     /// meltdown check and the `Failed` write it allows happen under it, so
     /// two machines of a deployment are never failed on the same count.
     pub health_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Machines (by UID) already warned that their class is gone, so the
+    /// warning is one event, not one per pass.
+    pub class_warned: Mutex<HashSet<String>>,
+    /// The control namespace's MachineClasses and Secrets, filled by the
+    /// watches that also trigger the class and secret controllers (empty
+    /// until [`Self::with_classes`]).
+    pub classes: Store<MachineClass>,
+    pub secrets: Store<Secret>,
 }
 
 impl MachineDeps {
@@ -262,7 +270,18 @@ impl MachineDeps {
             recorder,
             drains: Mutex::new(HashMap::new()),
             health_locks: Mutex::new(HashMap::new()),
+            class_warned: Mutex::new(HashSet::new()),
+            classes: reflector::store().0,
+            secrets: reflector::store().0,
         }
+    }
+
+    /// Uses `classes` and `secrets` as the caches of the control
+    /// namespace's classes and secrets.
+    pub fn with_classes(mut self, classes: Store<MachineClass>, secrets: Store<Secret>) -> Self {
+        self.classes = classes;
+        self.secrets = secrets;
+        self
     }
 
     /// The meltdown lock of one deployment.

@@ -3,15 +3,24 @@
 //! Pods, VolumeAttachments and bootstrap tokens in the target cluster, calls
 //! the driver, and writes back what the pure functions decided.
 //!
-//! A live machine gets, in order: the finalizer; its class and secret
-//! checked; health (with the meltdown limit), node sync, and the
-//! "node deleted → delete the machine" rule once it has a node; a hot update
-//! when the class's provider spec changed; the creation flow while it has no
-//! VM. A deleting machine runs the deletion flow S1–S6, recording each step
+//! A live machine gets, in order: the finalizer and the record of its class
+//! (`LAST_KNOWN_CLASS`, in one write); health (with the meltdown limit),
+//! node sync, and the "node deleted → delete the machine" rule once it has
+//! a node, none of which needs the class; a hot update when the class's
+//! provider spec changed; the creation flow while it has no VM, only from
+//! a class that exists, is not being deleted, holds `userData` and carries
+//! the class finalizer (so it cannot vanish under the new VM). A class
+//! problem is written to the lastOperation only of a machine still to be
+//! created; a running machine keeps its status and gets one event.
+//!
+//! A deleting machine runs the deletion flow S1–S6, recording each step
 //! in an annotation before acting on it, so a restart anywhere resumes at
 //! that step; every action is idempotent (the driver's calls, evictions,
 //! deletions), and the creation flow asks `GetMachineStatus` before
-//! `CreateMachine`, so no crash duplicates or loses a VM.
+//! `CreateMachine`, so no crash duplicates or loses a VM. Without its class
+//! the deletion calls the driver with the recorded class; a machine with
+//! neither a providerID nor a record never had a VM and goes without the
+//! driver; one with a VM and nothing to delete it with stays, saying so.
 //!
 //! Without a target cluster (`Context::target` is `None`) the planners keep
 //! every target step out of the pass: no bootstrap token, health check,
@@ -53,8 +62,8 @@ use super::context::{Context, Error, MachineDeps};
 use crate::drain;
 use crate::health::{self, HEALTH_RECHECK, Verdict};
 use crate::machine::{
-    self as decide, DeletionStep, DrainPod, DrainRound, EvictRecord, PodAction, Settings, StepFact,
-    Transition,
+    self as decide, ClassState, DeletionClass, DeletionStep, DrainPod, DrainRound, EvictRecord,
+    PodAction, Settings, StepFact, Transition,
 };
 
 /// Retry after a write lost a race (upstream's ConflictRetry).
@@ -296,63 +305,90 @@ impl<'a> Scope<'a> {
             .map_err(|e| Error::api(format!("node {name}"), e))
     }
 
-    /// The machine's class and the merged class secrets, or a description
-    /// of what is missing.
-    async fn class_and_secret(&self) -> Result<Result<(MachineClass, Secret), String>, Error> {
+    /// The machine's class, read from the API (`None`: not found): what
+    /// the driver is called with must not be a stale copy.
+    async fn class(&self) -> Result<Option<MachineClass>, Error> {
         let class_name = &self.machine.spec.class.name;
         let classes: Api<MachineClass> = Api::namespaced(self.ctx.control.clone(), &self.ns);
-        let Some(class) = classes
+        classes
             .get_opt(class_name)
             .await
-            .map_err(|e| Error::api(format!("machine class {class_name}"), e))?
-        else {
-            return Ok(Err(format!(
-                "MachineClass {}/{class_name} not found",
-                self.ns
-            )));
-        };
-        let mut found = Vec::new();
-        for r in [&class.secret_ref, &class.credentials_secret_ref]
-            .into_iter()
-            .map(Option::as_ref)
+            .map_err(|e| Error::api(format!("machine class {class_name}"), e))
+    }
+
+    /// The class's secrets merged (the credentials win); a missing secret
+    /// counts as empty (spec §1).
+    async fn secret_of(&self, class: &MachineClass) -> Result<Secret, Error> {
+        let mut found: [Option<Secret>; 2] = [None, None];
+        for (slot, r) in found
+            .iter_mut()
+            .zip([&class.secret_ref, &class.credentials_secret_ref])
         {
             let Some(r) = r else {
-                found.push(None);
                 continue;
             };
             let ns = r.namespace.clone().unwrap_or_else(|| self.ns.clone());
             let name = r.name.clone().unwrap_or_default();
             let secrets: Api<Secret> = Api::namespaced(self.ctx.control.clone(), &ns);
-            found.push(
-                secrets
-                    .get_opt(&name)
-                    .await
-                    .map_err(|e| Error::api(format!("secret {ns}/{name}"), e))?,
-            );
+            *slot = secrets
+                .get_opt(&name)
+                .await
+                .map_err(|e| Error::api(format!("secret {ns}/{name}"), e))?;
         }
-        let secret = decide::merge_secrets(found[0].as_ref(), found[1].as_ref());
+        let [secret_ref, credentials] = &found;
+        Ok(decide::merge_secrets(
+            secret_ref.as_ref(),
+            credentials.as_ref(),
+        ))
+    }
+
+    /// The class and secret a deletion calls the driver with, or the fact
+    /// that stops it from calling: no VM ever, or no class to call with.
+    async fn deletion_class(&self) -> Result<Result<(MachineClass, Secret), StepFact>, Error> {
+        let (class, last_known) = match decide::deletion_class(&self.machine, self.class().await?) {
+            DeletionClass::Use { class, last_known } => (*class, last_known),
+            DeletionClass::NoVm => return Ok(Err(StepFact::NoVm)),
+            DeletionClass::Missing(message) => {
+                return Ok(Err(StepFact::ClassMissing { message }));
+            }
+        };
+        if last_known {
+            tracing::info!(machine = %self.name, class = %self.machine.spec.class.name,
+                "the machine class is gone; calling the driver with the class the machine recorded");
+        }
+        let secret = self.secret_of(&class).await?;
         Ok(Ok((class, secret)))
     }
 
     // --- Live machines ------------------------------------------------------
 
     async fn live(&mut self) -> Result<Action, Error> {
-        if !has_finalizer(&self.machine) {
-            let p = finalizer_patch(&self.machine.metadata, labels::MCM_FINALIZER, true);
-            self.patch(&p).await?;
-        }
-        let (class, secret) = match self.class_and_secret().await? {
-            Ok(found) => found,
-            Err(problem) => return self.invalid(problem).await,
+        let class = self.class().await?;
+        let secret = match &class {
+            Some(c) => Some(self.secret_of(c).await?),
+            None => None,
         };
-        if decide::secret_value(&secret, labels::USER_DATA_KEY).is_none() {
-            let problem = format!(
-                "the secrets of MachineClass {} have no {}",
-                self.machine.spec.class.name,
-                labels::USER_DATA_KEY
-            );
-            return self.invalid(problem).await;
+        // One write for our finalizer and the record of the class, which
+        // must be on the machine before the driver is asked for a VM.
+        let mut patch = json!({});
+        if !has_finalizer(&self.machine) {
+            patch = finalizer_patch(&self.machine.metadata, labels::MCM_FINALIZER, true);
         }
+        if let Some(c) = &class
+            && let Some(p) = decide::known_class_patch(&self.machine, c)
+        {
+            patch["metadata"]["annotations"] = p["metadata"]["annotations"].clone();
+        }
+        if patch != json!({}) {
+            self.patch(&patch).await?;
+        }
+        let user_data = secret
+            .as_ref()
+            .is_some_and(|s| decide::secret_value(s, labels::USER_DATA_KEY).is_some());
+        let state = decide::class_state(class.as_ref(), user_data);
+
+        // Health and node sync need no class: a machine whose class is
+        // missing keeps its phase and is still replaced when it fails.
         let mut next = LONG_RETRY;
         if decide::live_steps(&self.machine, self.has_target()).node
             && let Some(node_name) = decide::node_name(&self.machine)
@@ -369,22 +405,54 @@ impl<'a> Scope<'a> {
         }
         // Health may have changed the phase.
         let steps = decide::live_steps(&self.machine, self.has_target());
-        if steps.hot_update
-            && let Some(after) = self.hot_update(&class, &secret).await?
-        {
-            next = next.min(after);
+        match (&class, &secret) {
+            (Some(class), Some(secret)) => {
+                self.class_found();
+                if let Some(st) = decide::class_recovered_status(&self.machine, self.now) {
+                    let note = st.last_operation.description.clone();
+                    self.write_status(st).await?;
+                    self.event(false, "ClassAvailable", note).await;
+                }
+                if steps.hot_update
+                    && let Some(after) = self.hot_update(class, secret).await?
+                {
+                    next = next.min(after);
+                }
+            }
+            _ if !steps.create => self.class_gone().await,
+            _ => {}
         }
         if steps.create {
-            next = next.min(self.create(&class, &secret).await?);
+            let class_name = self.machine.spec.class.name.clone();
+            match (
+                decide::class_problem(state, &self.ns, &class_name),
+                &class,
+                &secret,
+            ) {
+                (Some(problem), _, _) => next = next.min(self.blocked(problem).await?),
+                (None, Some(class), Some(secret)) if state == ClassState::Ready => {
+                    next = next.min(self.create(class, secret).await?)
+                }
+                // The class controller is about to put its finalizer on
+                // the class; the class's update brings the machine back.
+                _ => {
+                    tracing::debug!(machine = %self.name, class = %class_name,
+                        "waiting for the class finalizer before creating the VM");
+                    next = next.min(SHORT_RETRY);
+                }
+            }
         }
         Ok(requeue(next))
     }
 
-    /// The class or its secret is missing or unusable: say so in the last
-    /// operation and look again after the medium period.
-    async fn invalid(&mut self, problem: String) -> Result<Action, Error> {
+    /// No VM can be created from the class: say so in the last operation
+    /// (once; the phase stays) and look again after the medium period, or
+    /// as soon as the class changes.
+    async fn blocked(&mut self, problem: String) -> Result<Duration, Error> {
         let mut st = self.status();
-        if st.last_operation.description != problem {
+        if st.last_operation.description != problem
+            || st.last_operation.state != Some(MachineState::Failed)
+        {
             st.last_operation = decide::last_op(
                 MachineOperationType::Create,
                 MachineState::Failed,
@@ -395,7 +463,42 @@ impl<'a> Scope<'a> {
             self.write_status(st).await?;
             self.event(true, "InvalidClass", problem).await;
         }
-        Ok(requeue(MEDIUM_RETRY))
+        Ok(MEDIUM_RETRY)
+    }
+
+    /// The class of a machine that has its VM is gone. Nothing fails now
+    /// (health goes on, the status is left alone), but a hot update cannot
+    /// run and deleting the VM will rely on the machine's record of the
+    /// class: one Warning event per machine says so.
+    async fn class_gone(&self) {
+        let uid = self.machine.uid().unwrap_or_default();
+        if !self.deps.class_warned.lock().insert(uid) {
+            return;
+        }
+        let class_name = &self.machine.spec.class.name;
+        let deletion = match decide::KnownClass::recorded(&self.machine) {
+            Some(Some(_)) => {
+                "deleting it relies on the class the machine recorded; \
+                              re-create the class to be safe"
+            }
+            _ => {
+                "the machine has no record of the class, so the VM cannot be deleted \
+                  until the class is back: re-create it"
+            }
+        };
+        let note = format!(
+            "MachineClass {}/{class_name} not found: the VM keeps running, but cannot be \
+             updated in place, and {deletion}",
+            self.ns
+        );
+        self.event(true, "ClassMissing", note).await;
+    }
+
+    /// The class is there (again): losing it later warns again.
+    fn class_found(&self) {
+        if let Some(uid) = self.machine.uid() {
+            self.deps.class_warned.lock().remove(&uid);
+        }
     }
 
     /// A Node that is being deleted, or that is gone after the machine had
@@ -936,16 +1039,7 @@ impl<'a> Scope<'a> {
             let transition = match decide::skip_without_target(step, self.has_target()) {
                 Some(skip) => skip,
                 None => {
-                    let fact = match self.step_fact(step).await? {
-                        Ok(fact) => fact,
-                        Err(problem) => {
-                            // The class or secret is gone: the driver
-                            // cannot be called; wait for someone to
-                            // restore it.
-                            self.step_failed(step, &problem, None).await?;
-                            return Ok(requeue(MEDIUM_RETRY));
-                        }
-                    };
+                    let fact = self.step_fact(step).await?;
                     decide::deletion_transition(step, &fact, self.settings.resource_exhausted_retry)
                 }
             };
@@ -1033,14 +1127,13 @@ impl<'a> Scope<'a> {
     }
 
     /// Gathers the fact the current step turns on, acting where the step
-    /// acts. `Err` inside: the class or secret needed for a driver call is
-    /// missing.
-    async fn step_fact(&mut self, step: DeletionStep) -> Result<Result<StepFact, String>, Error> {
-        Ok(Ok(match step {
-            DeletionStep::GetVmStatus => return self.s1_find_node().await,
+    /// acts.
+    async fn step_fact(&mut self, step: DeletionStep) -> Result<StepFact, Error> {
+        Ok(match step {
+            DeletionStep::GetVmStatus => self.s1_find_node().await?,
             DeletionStep::DrainNode => self.s2_drain().await?,
             DeletionStep::DeleteVolumeAttachments => self.s3_volume_attachments().await?,
-            DeletionStep::DeleteVm => return self.s4_delete_vm().await,
+            DeletionStep::DeleteVm => self.s4_delete_vm().await?,
             DeletionStep::DeleteNode => self.s5_delete_node().await?,
             DeletionStep::RemoveFinalizer => {
                 let p = finalizer_patch(&self.machine.metadata, labels::MCM_FINALIZER, false);
@@ -1058,23 +1151,22 @@ impl<'a> Scope<'a> {
                         ));
                     }
                 }
-                self.deps
-                    .drains
-                    .lock()
-                    .remove(&self.machine.uid().unwrap_or_default());
+                let uid = self.machine.uid().unwrap_or_default();
+                self.deps.drains.lock().remove(&uid);
+                self.deps.class_warned.lock().remove(&uid);
                 tracing::info!(machine = %self.name, "machine deleted");
                 self.event(false, "Deleted", "The machine and its VM are gone".into())
                     .await;
                 StepFact::FinalizerRemoved
             }
-        }))
+        })
     }
 
     /// S1: find the node to drain: the `node` label, a node labelled with
     /// the machine's name, or what the VM's status reports.
-    async fn s1_find_node(&mut self) -> Result<Result<StepFact, String>, Error> {
+    async fn s1_find_node(&mut self) -> Result<StepFact, Error> {
         if decide::node_name(&self.machine).is_some() {
-            return Ok(Ok(StepFact::NodeKnown));
+            return Ok(StepFact::NodeKnown);
         }
         let by_label = self
             .deps
@@ -1085,11 +1177,11 @@ impl<'a> Scope<'a> {
         if let Some(node) = by_label {
             let p = json!({"metadata": {"labels": {labels::NODE: node.name_any()}}});
             self.patch(&p).await?;
-            return Ok(Ok(StepFact::NodeKnown));
+            return Ok(StepFact::NodeKnown);
         }
-        let (class, secret) = match self.class_and_secret().await? {
+        let (class, secret) = match self.deletion_class().await? {
             Ok(found) => found,
-            Err(problem) => return Ok(Err(problem)),
+            Err(fact) => return Ok(fact),
         };
         let answer = self
             .deps
@@ -1100,7 +1192,7 @@ impl<'a> Scope<'a> {
                 secret: &secret,
             })
             .await;
-        Ok(Ok(match answer {
+        Ok(match answer {
             Ok(r) => {
                 if !r.node_name.is_empty() {
                     let p = json!({"metadata": {"labels": {labels::NODE: r.node_name}}});
@@ -1112,7 +1204,7 @@ impl<'a> Scope<'a> {
                 code: e.code,
                 message: e.message,
             },
-        }))
+        })
     }
 
     /// S2: cordon, mark Terminating and run one drain round.
@@ -1461,10 +1553,10 @@ impl<'a> Scope<'a> {
     }
 
     /// S4: delete the VM.
-    async fn s4_delete_vm(&mut self) -> Result<Result<StepFact, String>, Error> {
-        let (class, secret) = match self.class_and_secret().await? {
+    async fn s4_delete_vm(&mut self) -> Result<StepFact, Error> {
+        let (class, secret) = match self.deletion_class().await? {
             Ok(found) => found,
-            Err(problem) => return Ok(Err(problem)),
+            Err(fact) => return Ok(fact),
         };
         let answer = self
             .deps
@@ -1475,7 +1567,7 @@ impl<'a> Scope<'a> {
                 secret: &secret,
             })
             .await;
-        Ok(Ok(match answer {
+        Ok(match answer {
             Ok(r) => {
                 if !r.last_known_state.is_empty() {
                     let mut st = self.status();
@@ -1492,7 +1584,7 @@ impl<'a> Scope<'a> {
                 code: e.code,
                 message: e.message,
             },
-        }))
+        })
     }
 
     /// S5: release and delete the Node object.

@@ -2,7 +2,9 @@
 //! call the pure planners, and apply the plans through the API.
 
 pub mod context;
+pub mod heartbeat;
 pub mod machine;
+pub mod machineclass;
 pub mod machinedeployment;
 pub mod machineset;
 pub mod safety;
