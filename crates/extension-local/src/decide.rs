@@ -356,7 +356,7 @@ pub fn next_status(
     if !same_operation {
         status.last_operation = Some(LastOperation {
             description,
-            last_update_time: Some(now.clone()),
+            last_update_time: Some(now.clone().into()),
             progress,
             state: state.to_string(),
             type_: update.operation.to_string(),
@@ -371,7 +371,7 @@ pub fn next_status(
                     description: msg.clone(),
                     task_id: None,
                     codes: Vec::new(),
-                    last_update_time: Some(now.clone()),
+                    last_update_time: Some(now.clone().into()),
                 });
             }
         }
@@ -780,7 +780,7 @@ mod tests {
         assert_eq!(next.observed_generation, 3);
         let op = next.last_operation.clone().unwrap_or_default();
         assert_eq!((op.state.as_str(), op.progress), ("Succeeded", 100));
-        assert_eq!(op.last_update_time, Some(time(20)));
+        assert_eq!(op.last_update_time, Some(time(20).into()));
         let c = &next.conditions[0];
         assert_eq!(
             (c.status.as_str(), c.last_transition_time.clone()),

@@ -36,7 +36,6 @@ pub mod maintenance;
 pub mod ncp_admission;
 pub mod quantity;
 pub mod render;
-mod serde_util;
 pub mod shoot_admission;
 pub mod shoot_validation;
 pub mod types;

@@ -376,9 +376,7 @@ fn observe_worker(w: &Worker) -> WorkerObservation {
             .unwrap_or_default(),
         last_operation_state: op.map(|o| o.state.clone()),
         last_operation_description: op.map(|o| o.description.clone()).unwrap_or_default(),
-        last_operation_time: op
-            .and_then(|o| o.last_update_time.as_ref())
-            .and_then(|t| parse(&t.0.to_string())),
+        last_operation_time: op.and_then(|o| o.last_update_time).map(|t| t.0),
         operation_annotation: annotations.contains_key(build::OPERATION_ANNOTATION),
         requested_at: annotations
             .get(build::TIMESTAMP_ANNOTATION)

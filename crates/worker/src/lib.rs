@@ -28,7 +28,6 @@ pub mod labels;
 pub mod naming;
 pub mod plan;
 pub mod replicas;
-mod serde_util;
 pub mod shoot;
 pub mod status;
 pub mod types;

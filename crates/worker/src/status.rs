@@ -241,7 +241,7 @@ pub fn last_operation(type_: &str, verdict: &HealthVerdict, now: Time) -> LastOp
     };
     LastOperation {
         description,
-        last_update_time: Some(now),
+        last_update_time: Some(now.into()),
         progress,
         state: state.to_string(),
         type_: type_.to_string(),
@@ -255,7 +255,7 @@ pub fn last_error(verdict: &HealthVerdict, now: Time) -> Option<LastError> {
             description: msg.clone(),
             task_id: None,
             codes: Vec::new(),
-            last_update_time: Some(now),
+            last_update_time: Some(now.into()),
         }),
         _ => None,
     }

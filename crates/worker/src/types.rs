@@ -29,7 +29,10 @@ use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::serde_util::{is_zero_i64, null_as_default};
+use apimachinery::gojson::{is_zero_i64, null_as_default};
+/// `core/v1beta1`'s last operation and error, declared once in `gardener`:
+/// a Worker reports them exactly as a Shoot does.
+pub use gardener::{LastError, LastOperation};
 
 /// Desired state of a Worker: where and how the pools' machines run.
 // Clippy mistakes the repeated `type_` keys of separate `printcolumn(...)`
@@ -81,11 +84,11 @@ pub struct WorkerSpec {
     pub class: Option<String>,
     /// Provider-specific configuration of the whole Worker (raw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_config: Option<Value>,
     /// Output of the Infrastructure reconciliation, copied in by gardenlet (raw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub infrastructure_provider_status: Option<Value>,
     /// Region of the machines; immutable upstream.
     #[serde(default)]
@@ -96,7 +99,7 @@ pub struct WorkerSpec {
     pub secret_ref: SecretReference,
     /// Public SSH key for the machines (Go `[]byte`, base64 on the wire).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::byte_string")]
+    #[schemars(schema_with = "apimachinery::gojson::byte_string")]
     pub ssh_public_key: Option<ByteString>,
     /// The worker pools.
     #[serde(default, deserialize_with = "null_as_default")]
@@ -161,7 +164,7 @@ pub struct WorkerPool {
     /// Legacy inline user data (Go `[]byte`), superseded upstream by
     /// `userDataSecretRef`; still read because the contract example shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::byte_string")]
+    #[schemars(schema_with = "apimachinery::gojson::byte_string")]
     pub user_data: Option<ByteString>,
     /// Secret key holding the bootstrap user data for the pool's machines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,11 +179,11 @@ pub struct WorkerPool {
     /// Kubelet configuration (`core/v1beta1.KubeletConfig`), kept raw; only
     /// `kubeReserved`, `evictionHard` and `cpuManagerPolicy` feed the hashes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub kubelet_config: Option<Value>,
     /// Provider-specific pool configuration (raw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_config: Option<Value>,
     /// CPU architecture (`amd64`, `arm64`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,7 +277,7 @@ pub struct WorkerNodeTemplate {
     /// Node capacity (`cpu`, `gpu`, `memory`, ...). Numbers are accepted and
     /// kept as quantities (the contract example writes `cpu: 2`).
     #[serde(default, deserialize_with = "null_as_default")]
-    #[schemars(schema_with = "crate::serde_util::resource_list")]
+    #[schemars(schema_with = "apimachinery::gojson::resource_list")]
     pub capacity: BTreeMap<String, Quantity>,
     /// Extended resources added to the capacity by the node's controller.
     #[serde(
@@ -282,7 +285,7 @@ pub struct WorkerNodeTemplate {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "null_as_default"
     )]
-    #[schemars(schema_with = "crate::serde_util::optional_resource_list")]
+    #[schemars(schema_with = "apimachinery::gojson::resource_list")]
     pub virtual_capacity: Option<BTreeMap<String, Quantity>>,
 }
 
@@ -382,7 +385,7 @@ pub struct WorkerStatus {
     /// Provider status (raw); for `local` a [`crate::LocalWorkerStatus`]
     /// listing the machine images in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_status: Option<Value>,
     /// Conditions.
     #[serde(
@@ -402,7 +405,7 @@ pub struct WorkerStatus {
     pub observed_generation: i64,
     /// State kept for control-plane migration (raw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub state: Option<Value>,
     /// Resources referenced by the extension.
     #[serde(
@@ -448,45 +451,6 @@ pub struct InPlaceUpdatesWorkerStatus {
     /// Pool name to the in-place hash its machines are updated to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub worker_pool_to_hash_map: BTreeMap<String, String>,
-}
-
-/// The last operation on an extension resource (`core/v1beta1.LastOperation`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LastOperation {
-    /// Human-readable progress or result.
-    #[serde(default)]
-    pub description: String,
-    /// When the operation was last updated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_update_time: Option<Time>,
-    /// Progress in percent.
-    #[serde(default)]
-    pub progress: i32,
-    /// `Processing`, `Succeeded`, `Error`, `Failed`, `Pending`, `Aborted`.
-    #[serde(default)]
-    pub state: String,
-    /// `Create`, `Reconcile`, `Delete`, `Migrate`, `Restore`.
-    #[serde(rename = "type", default)]
-    pub type_: String,
-}
-
-/// The last error of an extension resource (`core/v1beta1.LastError`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LastError {
-    /// The error message.
-    #[serde(default)]
-    pub description: String,
-    /// The task that failed.
-    #[serde(rename = "taskID", default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
-    /// Well-known error codes such as `ERR_INFRA_QUOTA_EXCEEDED`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub codes: Vec<String>,
-    /// When the error was last seen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_update_time: Option<Time>,
 }
 
 /// A condition (`core/v1beta1.Condition`).
@@ -567,14 +531,14 @@ pub struct CrossVersionObjectReference {
 pub struct ClusterSpec {
     /// The CloudProfile (raw).
     #[serde(default)]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub cloud_profile: Value,
     /// The Seed (raw).
     #[serde(default)]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub seed: Value,
     /// The Shoot (raw).
     #[serde(default)]
-    #[schemars(schema_with = "crate::serde_util::raw_extension")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub shoot: Value,
 }

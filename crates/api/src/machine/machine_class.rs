@@ -6,14 +6,13 @@
 
 use std::collections::BTreeMap;
 
+use apimachinery::gojson::null_as_default;
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, Serializer, ser::SerializeStruct};
 use serde_json::Value;
-
-use super::serde_util::null_as_default;
 
 /// Provider configuration and credentials that machines are created from.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
@@ -36,7 +35,7 @@ pub struct MachineClass {
     pub credentials_secret_ref: Option<SecretReference>,
     /// Provider-specific VM configuration, passed to the driver untouched.
     #[serde(default)]
-    #[schemars(schema_with = "super::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_spec: Value,
     /// Name of the driver that serves this class, e.g. `aws` or `local`.
     #[serde(default)]
@@ -52,7 +51,7 @@ pub struct MachineClass {
 pub struct NodeTemplate {
     /// Node capacity; `cpu`, `gpu` and `memory` are required.
     #[serde(default, deserialize_with = "null_as_default")]
-    #[schemars(schema_with = "super::serde_util::resource_list")]
+    #[schemars(schema_with = "apimachinery::gojson::resource_list")]
     pub capacity: BTreeMap<String, Quantity>,
     /// Extended resources the controller adds to the node's capacity.
     #[serde(
@@ -60,7 +59,7 @@ pub struct NodeTemplate {
         skip_serializing_if = "BTreeMap::is_empty",
         deserialize_with = "null_as_default"
     )]
-    #[schemars(schema_with = "super::serde_util::resource_list")]
+    #[schemars(schema_with = "apimachinery::gojson::resource_list")]
     pub virtual_capacity: BTreeMap<String, Quantity>,
     /// Provider's instance type.
     #[serde(default)]

@@ -1,14 +1,14 @@
 //! The `MachineDeployment` resource: rolls machine sets out and back.
 
+use apimachinery::gojson::{
+    empty_as_none, is_default, is_false, is_zero_i32, is_zero_i64, null_as_default,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::serde_util::{
-    empty_as_none, is_default, is_false, is_zero_i32, is_zero_i64, null_as_default,
-};
 use super::types::{ConditionStatus, MachineSummary, MachineTemplateSpec, string_enum};
 
 /// Desired state of a machine deployment.

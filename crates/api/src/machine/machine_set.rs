@@ -1,11 +1,11 @@
 //! The `MachineSet` resource: keeps a number of machines from one template.
 
+use apimachinery::gojson::{is_default, is_zero_i32, null_as_default};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::serde_util::{is_default, is_zero_i32, null_as_default};
 use super::types::{
     ClassSpec, ConditionStatus, LastOperation, MachineSummary, MachineTemplateSpec, string_enum,
 };
@@ -138,7 +138,7 @@ pub struct MachineSetStatus {
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub preserved_failed_replicas: i32,
     /// The generation the controller last acted on.
-    #[serde(default, skip_serializing_if = "super::serde_util::is_zero_i64")]
+    #[serde(default, skip_serializing_if = "apimachinery::gojson::is_zero_i64")]
     pub observed_generation: i64,
     /// Conditions; upstream names this field `machineSetCondition`.
     #[serde(

@@ -18,7 +18,6 @@ pub mod labels;
 mod machine_class;
 mod machine_deployment;
 mod machine_set;
-pub(crate) mod serde_util;
 mod types;
 mod validation;
 

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use apimachinery::gojson::{empty_as_none, is_default, is_false, null_as_default};
 use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition, NodeSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::CustomResource;
@@ -11,7 +12,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::duration::parse_duration;
-use super::serde_util::{empty_as_none, is_default, is_false, null_as_default};
 
 /// Declares a string enum that serializes as its variant names, like the
 /// string aliases with constants that upstream uses.
@@ -151,7 +151,7 @@ pub struct NodeTemplateSpec {
         skip_serializing_if = "is_default",
         deserialize_with = "null_as_default"
     )]
-    #[schemars(schema_with = "super::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub metadata: ObjectMeta,
     /// Node spec; only `taints` is synchronized to the node.
     #[serde(
@@ -411,7 +411,7 @@ pub struct MachineTemplateSpec {
         skip_serializing_if = "is_default",
         deserialize_with = "null_as_default"
     )]
-    #[schemars(schema_with = "super::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub metadata: ObjectMeta,
     /// Spec of the new machines.
     #[serde(

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::time::Time;
-use crate::serde_util::{is_false, null_as_default};
+use apimachinery::gojson::{is_false, null_as_default};
 
 /// Capability name to the values a machine type or image flavor supports.
 ///
@@ -84,7 +84,7 @@ pub struct CloudProfileSpec {
     /// Provider-specific configuration (image references per region, ...),
     /// understood only by the provider extension.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_config: Option<Value>,
     /// Regions and their zones.
     #[serde(default, deserialize_with = "null_as_default")]
@@ -378,7 +378,7 @@ pub struct ContainerRuntime {
     pub type_: String,
     /// Runtime-specific configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_config: Option<Value>,
 }
 

@@ -11,7 +11,7 @@ use super::cloudprofile::{
     CloudProfileReference, CloudProfileSpec, KubernetesSettings, Limits, MachineImage, MachineType,
     VolumeType,
 };
-use crate::serde_util::null_as_default;
+use apimachinery::gojson::null_as_default;
 
 /// Desired state of a namespaced cloud profile.
 ///
@@ -83,7 +83,7 @@ pub struct NamespacedCloudProfileSpec {
     /// Provider-specific additions; merged into the status by the provider's
     /// webhook, never by core rendering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_config: Option<Value>,
     /// Limits that replace the parent's when set and positive.
     #[serde(default, skip_serializing_if = "Option::is_none")]

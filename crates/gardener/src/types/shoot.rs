@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::cloudprofile::{CloudProfileReference, Cri};
 use super::time::Time;
-use crate::serde_util::{is_zero_i64, null_as_default};
+use apimachinery::gojson::{is_zero_i64, null_as_default};
 
 /// Desired state of a shoot cluster (machine-management subset).
 #[allow(clippy::duplicated_attributes)]
@@ -133,11 +133,11 @@ pub struct Provider {
     pub type_: String,
     /// Provider-specific infrastructure configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub infrastructure_config: Option<Value>,
     /// Provider-specific control plane configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub control_plane_config: Option<Value>,
     /// Worker pools.
     #[serde(
@@ -190,7 +190,7 @@ pub struct Worker {
     pub max_unavailable: Option<IntOrString>,
     /// Provider-specific pool configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_config: Option<Value>,
     /// Zones the pool spreads over.
     #[serde(
@@ -302,7 +302,7 @@ pub struct ShootMachineImage {
     pub name: String,
     /// Image-specific configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub provider_config: Option<Value>,
     /// Version; admission defaults a partial or absent one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -353,7 +353,7 @@ pub struct WorkerKubernetes {
     pub version: Option<String>,
     /// Kubelet configuration, kept as is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::serde_util::preserve_unknown_object")]
+    #[schemars(schema_with = "apimachinery::gojson::preserve_unknown_object")]
     pub kubelet: Option<Value>,
 }
 
@@ -542,8 +542,11 @@ pub struct Condition {
     pub codes: Vec<String>,
 }
 
+// `core/v1beta1.LastOperation`, declared once: the Worker's status (crate
+// `worker`) carries it too. The doc comments below are the CRDs' field
+// descriptions.
 /// The last operation on a shoot.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastOperation {
     /// What happened.
@@ -563,8 +566,10 @@ pub struct LastOperation {
     pub type_: String,
 }
 
+// `core/v1beta1.LastError`, shared with the Worker's status like
+// `LastOperation`.
 /// An error of the last operation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LastError {
     /// What failed.

@@ -28,6 +28,21 @@ impl From<DateTime<Utc>> for Time {
     }
 }
 
+/// From k8s-openapi's `metav1.Time`, which the Worker types use: a Worker's
+/// last operation is Gardener's own type and carries this one.
+impl From<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> for Time {
+    fn from(t: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Time {
+        // jiff splits a timestamp before 1970 into negative seconds and a
+        // negative fraction; chrono wants a non-negative fraction.
+        let (mut secs, mut nanos) = (t.0.as_second(), t.0.subsec_nanosecond());
+        if nanos < 0 {
+            secs -= 1;
+            nanos += 1_000_000_000;
+        }
+        Time(DateTime::from_timestamp(secs, nanos as u32).unwrap_or_default())
+    }
+}
+
 impl std::fmt::Display for Time {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0.to_rfc3339_opts(SecondsFormat::Secs, true))
