@@ -30,4 +30,8 @@ pub mod types;
 
 pub use types::*;
 pub mod conditions;
+pub mod contract;
+pub mod machine;
+pub mod meta;
 pub mod phase;
+pub mod testing;

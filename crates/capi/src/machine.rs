@@ -1,0 +1,1177 @@
+//! The Machine controller's decisions, as one pure function of what it
+//! observed ([`Scope`]) returning what to do ([`Plan`]).
+//!
+//! The phases run in upstream's order (`machine_controller_phases.go`):
+//! owner and labels → bootstrap → infrastructure → node → health verdicts
+//! → phase; a deleting Machine then runs the deletion flow (hooks, cordon
+//! and drain through mcm's drain rounds, volume wait, deleting the
+//! infrastructure object, then the bootstrap config, then the Node, then
+//! the finalizer). Every phase runs even after an earlier one hit a
+//! problem; problems are collected, the status is still written, and the
+//! reconcile fails afterwards so it is retried with backoff. The Machine
+//! controller is the only writer of Machine status; the health check's
+//! verdicts reach it through the MachineHealthCheck's status.
+//!
+//! Where trellis follows seed 004 rather than upstream v1.10 (see
+//! [`crate::phase`]): `nodeRef` is set once a Node with the providerID is
+//! Ready; a Machine whose data Secret is given directly skips the
+//! bootstrap step and is `bootstrapReady`; the Node is deleted even when
+//! the whole Cluster is (upstream leaves it to the cluster's teardown,
+//! but trellis's Nodes live in a workload cluster that stays).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use kube::api::DynamicObject;
+use mcm::machine::{DrainPod, DrainRound, EvictRecord, PodAction};
+use serde_json::{Value, json};
+
+use crate::conditions::{self as cond, severity};
+use crate::contract;
+use crate::meta::{self, annotation, label};
+use crate::phase::{MachinePhase, PhaseFacts, machine_phase};
+use crate::types::labels::{self, conditions as ct, failure, reasons};
+use crate::types::{Cluster, Machine, MachineAddress, MachineDeletionStatus, MachineStatus};
+
+/// How long to wait before looking again at a reference that is not there
+/// or cannot be resolved (upstream: 30s).
+pub const MISSING_REFERENCE_RETRY: Duration = Duration::from_secs(30);
+/// How often a drain or volume wait is looked at again (upstream: 20s).
+pub const DRAIN_RETRY: Duration = Duration::from_secs(20);
+/// How often a deletion waits for its infrastructure and bootstrap objects
+/// to go (their deletion also triggers the Machine through its watch).
+pub const DELETION_POLL: Duration = Duration::from_secs(5);
+/// Upstream's webhook default of `nodeDeletionTimeout`.
+pub const DEFAULT_NODE_DELETION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What became of a reference to a provider object.
+#[derive(Clone, Debug)]
+pub enum Lookup<'a> {
+    /// There is no reference.
+    None,
+    /// The reference names a kind no CRD serves, or whose CRD does not
+    /// implement the contract; the message says which.
+    Invalid(String),
+    /// The object does not exist.
+    NotFound,
+    Found(&'a DynamicObject),
+}
+
+impl Lookup<'_> {
+    fn found(&self) -> Option<&DynamicObject> {
+        match self {
+            Lookup::Found(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Nothing to wait for at deletion: never referenced, gone, or of a
+    /// kind nobody serves (nothing could exist to delete).
+    fn gone(&self) -> bool {
+        !matches!(self, Lookup::Found(_))
+    }
+}
+
+/// What became of the Node with the Machine's providerID.
+#[derive(Clone, Debug)]
+pub enum NodeLookup<'a> {
+    /// The controllers run without a workload cluster: no node step.
+    NoTarget,
+    NotFound,
+    Found(&'a Node),
+    /// More than one Node claims the providerID.
+    Ambiguous(Vec<String>),
+}
+
+/// One MachineHealthCheck's verdict on this Machine, read from its status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HealthVerdict {
+    /// The check's name.
+    pub check: String,
+    /// Why the Machine is unhealthy (reason, message); `None` if healthy.
+    pub unhealthy: Option<(String, String)>,
+    /// The check's `RemediationAllowed` is True.
+    pub remediation_allowed: bool,
+}
+
+/// What the deletion flow knows about the pods of the Machine's Node.
+#[derive(Clone, Debug, Default)]
+pub struct DrainFacts {
+    /// Pods bound to the Node, in the drain's form, without those labelled
+    /// `cluster.x-k8s.io/drain=skip`.
+    pub pods: Vec<DrainPod>,
+    /// Eviction history per pod UID, kept by the executor between rounds.
+    pub records: HashMap<String, EvictRecord>,
+}
+
+/// Everything a reconcile of one Machine observed.
+#[derive(Clone, Debug)]
+pub struct Scope<'a> {
+    pub machine: &'a Machine,
+    /// The Machine's Cluster; `None` if it does not exist.
+    pub cluster: Option<&'a Cluster>,
+    pub bootstrap: Lookup<'a>,
+    pub infra: Lookup<'a>,
+    pub node: NodeLookup<'a>,
+    /// Verdicts of the MachineHealthChecks that target this Machine.
+    pub health: Vec<HealthVerdict>,
+    /// The Node's pods, gathered only while the Machine is deleting.
+    pub drain: Option<DrainFacts>,
+    /// Other control-plane Machines of the Cluster that are not deleting
+    /// (only counted for control-plane Machines).
+    pub other_control_plane_machines: usize,
+    pub now: DateTime<Utc>,
+}
+
+/// An event to record on the Machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+/// What to do, in the executor's order: finalizer, patches of the provider
+/// objects, the Machine and the Node, pod actions, deletions, status, and
+/// last the finalizer's removal.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Add the finalizer and stop; the update triggers the next pass.
+    pub add_finalizer: bool,
+    /// Merge patch of the Machine's metadata and spec.
+    pub machine_patch: Option<Value>,
+    /// Merge patches of the bootstrap config's and infrastructure
+    /// object's metadata (owner references, labels).
+    pub bootstrap_patch: Option<Value>,
+    pub infra_patch: Option<Value>,
+    /// Merge patch of the Node.
+    pub node_patch: Option<Value>,
+    /// Evictions and deletions of the Node's pods.
+    pub pod_actions: Vec<PodAction>,
+    pub delete_infra: bool,
+    pub delete_bootstrap: bool,
+    pub delete_node: bool,
+    /// When the Node deletion may be given up (after `nodeDeletionTimeout`);
+    /// `None` retries forever.
+    pub node_deletion_deadline: Option<DateTime<Utc>>,
+    /// The status to write (always the whole status).
+    pub status: MachineStatus,
+    pub events: Vec<Event>,
+    /// Remove the finalizer after writing the status.
+    pub remove_finalizer: bool,
+    /// Look again after this long, if nothing else triggers it.
+    pub requeue: Option<Duration>,
+    /// Problems; the reconcile fails after the writes, and retries.
+    pub errors: Vec<String>,
+}
+
+impl Plan {
+    fn requeue(&mut self, d: Duration) {
+        self.requeue = Some(self.requeue.map_or(d, |r| r.min(d)));
+    }
+
+    fn event(&mut self, warning: bool, reason: &str, note: impl Into<String>) {
+        self.events.push(Event {
+            warning,
+            reason: reason.to_string(),
+            note: note.into(),
+        });
+    }
+
+    fn patch_machine(&mut self, patch: Value) {
+        match &mut self.machine_patch {
+            Some(p) => meta::merge_into(p, patch),
+            None => self.machine_patch = Some(patch),
+        }
+    }
+
+    fn patch_node(&mut self, patch: Value) {
+        match &mut self.node_patch {
+            Some(p) => meta::merge_into(p, patch),
+            None => self.node_patch = Some(patch),
+        }
+    }
+
+    fn set(&mut self, c: crate::types::Condition, now: DateTime<Utc>) {
+        cond::set(&mut self.status.conditions, c, now);
+    }
+}
+
+/// Whether the Machine carries the finalizer.
+pub fn has_finalizer(m: &Machine) -> bool {
+    m.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == labels::MACHINE_FINALIZER)
+}
+
+/// Whether the Machine is paused: its Cluster's `spec.paused` or the
+/// `cluster.x-k8s.io/paused` annotation.
+pub fn paused(m: &Machine, cluster: Option<&Cluster>) -> bool {
+    cluster.is_some_and(Cluster::paused) || annotation(&m.metadata, labels::PAUSED).is_some()
+}
+
+fn ref_display(r: &ObjectReference) -> String {
+    format!(
+        "{} {:?}",
+        contract::group_kind_string(r),
+        r.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The controller reference a Machine puts on its provider objects.
+fn machine_owner(m: &Machine) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    meta::owner_ref(
+        crate::API_VERSION,
+        "Machine",
+        m.name(),
+        m.metadata.uid.as_deref().unwrap_or_default(),
+        true,
+    )
+}
+
+/// Owner reference and cluster-name label on a provider object, as a merge
+/// patch (with the resourceVersion, so a concurrent change is a conflict
+/// rather than lost).
+fn ownership_patch(m: &Machine, obj: &DynamicObject) -> Option<Value> {
+    let owner = machine_owner(m);
+    let refs = meta::with_controller(&obj.metadata, owner, &[(crate::GROUP, "MachineSet")]);
+    let mut patch = json!({"metadata": {}});
+    if obj.metadata.owner_references.as_deref().unwrap_or(&[]) != refs.as_slice() {
+        patch["metadata"]["ownerReferences"] = json!(refs);
+    }
+    if label(&obj.metadata, labels::CLUSTER_NAME) != Some(m.spec.cluster_name.as_str()) {
+        patch["metadata"]["labels"] = json!({ labels::CLUSTER_NAME: m.spec.cluster_name });
+    }
+    if patch["metadata"].as_object().is_some_and(|o| o.is_empty()) {
+        return None;
+    }
+    patch["metadata"]["resourceVersion"] = json!(obj.metadata.resource_version);
+    Some(patch)
+}
+
+/// Copies a provider object's failure fields onto the Machine (never
+/// cleared, as upstream).
+fn copy_failure(status: &mut MachineStatus, r: &ObjectReference, obj: &DynamicObject) {
+    let (reason, message) = contract::failure(obj);
+    if let Some(reason) = reason {
+        status.failure_reason = Some(reason);
+    }
+    if let Some(message) = message {
+        status.failure_message = Some(format!(
+            "Failure detected from referenced resource {} with name {:?}: {message}",
+            contract::group_kind_string(r),
+            r.name.as_deref().unwrap_or_default()
+        ));
+    }
+}
+
+/// Decides one reconcile of a Machine.
+pub fn plan(s: &Scope<'_>) -> Plan {
+    let m = s.machine;
+    let now = s.now;
+    let deleting = m.metadata.deletion_timestamp.is_some();
+    let mut p = Plan {
+        status: m.status_or_default(),
+        ..Plan::default()
+    };
+    if !deleting && !has_finalizer(m) {
+        p.add_finalizer = true;
+        return p;
+    }
+    if paused(m, s.cluster) {
+        p.set(cond::true_(ct::PAUSED), now);
+        return p;
+    }
+    cond::delete(&mut p.status.conditions, ct::PAUSED);
+    if s.cluster.is_none() && !deleting {
+        p.errors.push(format!(
+            "Cluster {:?} of Machine {:?} does not exist",
+            m.spec.cluster_name,
+            m.name()
+        ));
+        return p;
+    }
+
+    owner_and_labels(s, &mut p);
+    bootstrap(s, &mut p);
+    infrastructure(s, &mut p);
+    node(s, &mut p);
+    health(s, &mut p);
+
+    let mut dependents_deleted = false;
+    if deleting {
+        dependents_deleted = deletion(s, &mut p);
+    }
+
+    // Phase, from the fields as they will be written.
+    let mut written = m.clone();
+    if let Some(Value::String(pid)) = p
+        .machine_patch
+        .as_ref()
+        .and_then(|v| v.pointer("/spec/providerID"))
+    {
+        written.spec.provider_id = Some(pid.clone());
+    }
+    written.status = Some(p.status.clone());
+    let phase = machine_phase(&PhaseFacts::of(&written, dependents_deleted));
+    if p.status.phase.as_deref() != Some(phase.as_str()) {
+        p.status.phase = Some(phase.as_str().to_string());
+        p.status.last_updated = Some(mcm::time::to_time(now));
+    }
+    let ready = cond::summary(
+        &p.status.conditions,
+        &[
+            ct::BOOTSTRAP_READY,
+            ct::INFRASTRUCTURE_READY,
+            ct::DRAINING_SUCCEEDED,
+            ct::HEALTH_CHECK_SUCCEEDED,
+            ct::OWNER_REMEDIATED,
+        ],
+    );
+    p.set(ready, now);
+    if p.errors.is_empty() {
+        p.status.observed_generation = m.metadata.generation;
+    }
+    p
+}
+
+/// Phase 1: the cluster-name label, and a Cluster owner reference on a
+/// stand-alone Machine.
+fn owner_and_labels(s: &Scope<'_>, p: &mut Plan) {
+    let m = s.machine;
+    if label(&m.metadata, labels::CLUSTER_NAME) != Some(m.spec.cluster_name.as_str()) {
+        p.patch_machine(
+            json!({"metadata": {"labels": {labels::CLUSTER_NAME: m.spec.cluster_name}}}),
+        );
+    }
+    let Some(cluster) = s.cluster else {
+        return;
+    };
+    let cluster_uid = cluster.metadata.uid.as_deref().unwrap_or_default();
+    let standalone = meta::controller_of(&m.metadata).is_none()
+        && !meta::has_owner(&m.metadata, cluster_uid)
+        && [
+            labels::SET_NAME,
+            labels::POOL_NAME,
+            labels::CONTROL_PLANE_NAME,
+        ]
+        .iter()
+        .all(|k| label(&m.metadata, k).is_none());
+    if standalone {
+        let mut refs = m.metadata.owner_references.clone().unwrap_or_default();
+        refs.push(meta::owner_ref(
+            crate::API_VERSION,
+            "Cluster",
+            cluster.name(),
+            cluster_uid,
+            false,
+        ));
+        p.patch_machine(json!({"metadata": {
+            "ownerReferences": refs,
+            "resourceVersion": m.metadata.resource_version,
+        }}));
+    }
+}
+
+/// Phase 2: bootstrap. Takes the data Secret's name from a ready config;
+/// a Machine whose Secret is given directly (seed: `data: ""`) skips the
+/// step.
+fn bootstrap(s: &Scope<'_>, p: &mut Plan) {
+    let m = s.machine;
+    let now = s.now;
+    let deleting = m.metadata.deletion_timestamp.is_some();
+    let data_secret = m
+        .spec
+        .bootstrap
+        .data_secret_name
+        .as_deref()
+        .filter(|n| !n.is_empty());
+    let Some(config_ref) = m.spec.bootstrap.config_ref.as_ref() else {
+        // No provider: the data is given directly, or there is none yet.
+        match data_secret {
+            Some(_) => {
+                p.status.bootstrap_ready = true;
+                p.set(cond::true_(ct::BOOTSTRAP_READY), now);
+            }
+            None => p.set(
+                cond::false_(
+                    ct::BOOTSTRAP_READY,
+                    reasons::WAITING_FOR_DATA_SECRET,
+                    severity::INFO,
+                    "Waiting for spec.bootstrap.dataSecretName",
+                ),
+                now,
+            ),
+        }
+        return;
+    };
+    let what = ref_display(config_ref);
+    let obj = match &s.bootstrap {
+        Lookup::Found(obj) => obj,
+        Lookup::Invalid(why) => {
+            p.set(
+                cond::false_(
+                    ct::BOOTSTRAP_READY,
+                    reasons::INVALID_REFERENCE,
+                    severity::ERROR,
+                    format!("spec.bootstrap.configRef: {what} cannot be read: {why}"),
+                ),
+                now,
+            );
+            p.requeue(MISSING_REFERENCE_RETRY);
+            return;
+        }
+        Lookup::NotFound | Lookup::None => {
+            if !deleting && data_secret.is_none() {
+                p.set(
+                    cond::false_(
+                        ct::BOOTSTRAP_READY,
+                        reasons::REFERENCE_NOT_FOUND,
+                        severity::WARNING,
+                        format!("spec.bootstrap.configRef: {what} does not exist"),
+                    ),
+                    now,
+                );
+                p.requeue(MISSING_REFERENCE_RETRY);
+            }
+            return;
+        }
+    };
+    if let Some(patch) = ownership_patch(m, obj) {
+        p.bootstrap_patch = Some(patch);
+    }
+    copy_failure(&mut p.status, config_ref, obj);
+    if data_secret.is_some() {
+        p.status.bootstrap_ready = true;
+        p.set(cond::true_(ct::BOOTSTRAP_READY), now);
+        return;
+    }
+    let fallback = if contract::deleting(obj) {
+        cond::false_(ct::BOOTSTRAP_READY, reasons::DELETING, severity::INFO, "")
+    } else {
+        cond::false_(
+            ct::BOOTSTRAP_READY,
+            reasons::WAITING_FOR_DATA_SECRET,
+            severity::INFO,
+            format!("Waiting for {what} to be ready (status.ready) with status.dataSecretName"),
+        )
+    };
+    p.set(
+        cond::mirror(&contract::conditions(obj), ct::BOOTSTRAP_READY, fallback),
+        now,
+    );
+    if contract::deleting(obj) || !contract::ready(obj) {
+        // The config's watch triggers the next pass.
+        return;
+    }
+    match contract::data_secret_name(obj) {
+        None => p
+            .errors
+            .push(format!("{what} is ready but has no status.dataSecretName")),
+        Some(name) => {
+            p.patch_machine(json!({"spec": {"bootstrap": {"dataSecretName": name}}}));
+            p.status.bootstrap_ready = true;
+            p.set(cond::true_(ct::BOOTSTRAP_READY), now);
+        }
+    }
+}
+
+/// Phase 3: infrastructure. Copies the providerID, addresses and failure
+/// domain of a ready infrastructure object; `infrastructureReady` latches.
+fn infrastructure(s: &Scope<'_>, p: &mut Plan) {
+    let m = s.machine;
+    let now = s.now;
+    let deleting = m.metadata.deletion_timestamp.is_some();
+    let r = &m.spec.infrastructure_ref;
+    let what = ref_display(r);
+    let obj = match &s.infra {
+        Lookup::Found(obj) => obj,
+        Lookup::Invalid(why) => {
+            p.set(
+                cond::false_(
+                    ct::INFRASTRUCTURE_READY,
+                    reasons::INVALID_REFERENCE,
+                    severity::ERROR,
+                    format!("spec.infrastructureRef: {what} cannot be read: {why}"),
+                ),
+                now,
+            );
+            p.requeue(MISSING_REFERENCE_RETRY);
+            return;
+        }
+        Lookup::NotFound | Lookup::None => {
+            if deleting {
+                p.set(
+                    cond::false_(
+                        ct::INFRASTRUCTURE_READY,
+                        reasons::DELETED,
+                        severity::INFO,
+                        "",
+                    ),
+                    now,
+                );
+            } else if p.status.infrastructure_ready {
+                // A server that was there is gone: only a person can say
+                // what happened to it.
+                let message = format!(
+                    "Machine infrastructure resource {what} has been deleted after being ready"
+                );
+                p.status.failure_reason = Some(failure::INVALID_CONFIGURATION.to_string());
+                p.status.failure_message = Some(message.clone());
+                p.set(
+                    cond::false_(
+                        ct::INFRASTRUCTURE_READY,
+                        reasons::REFERENCE_NOT_FOUND,
+                        severity::ERROR,
+                        message.clone(),
+                    ),
+                    now,
+                );
+                p.errors.push(message);
+            } else {
+                p.set(
+                    cond::false_(
+                        ct::INFRASTRUCTURE_READY,
+                        reasons::REFERENCE_NOT_FOUND,
+                        severity::WARNING,
+                        format!("spec.infrastructureRef: {what} does not exist"),
+                    ),
+                    now,
+                );
+                p.requeue(MISSING_REFERENCE_RETRY);
+            }
+            return;
+        }
+    };
+    if let Some(patch) = ownership_patch(m, obj) {
+        p.infra_patch = Some(patch);
+    }
+    copy_failure(&mut p.status, r, obj);
+    let fallback = if contract::deleting(obj) {
+        cond::false_(
+            ct::INFRASTRUCTURE_READY,
+            reasons::DELETING,
+            severity::INFO,
+            "",
+        )
+    } else {
+        cond::false_(
+            ct::INFRASTRUCTURE_READY,
+            reasons::WAITING_FOR_INFRASTRUCTURE,
+            severity::INFO,
+            format!("Waiting for {what} to be ready"),
+        )
+    };
+    p.set(
+        cond::mirror(
+            &contract::conditions(obj),
+            ct::INFRASTRUCTURE_READY,
+            fallback,
+        ),
+        now,
+    );
+    if contract::deleting(obj) {
+        return;
+    }
+    let ready = contract::ready(obj);
+    if !ready && !p.status.infrastructure_ready {
+        return;
+    }
+    let Some(provider_id) = contract::provider_id(obj) else {
+        p.errors
+            .push(format!("{what} is ready but has no spec.providerID"));
+        return;
+    };
+    if let Some(addresses) = contract::addresses(obj) {
+        p.status.addresses = addresses;
+    }
+    if m.spec.failure_domain.is_none()
+        && let Some(fd) = contract::failure_domain(obj)
+    {
+        p.patch_machine(json!({"spec": {"failureDomain": fd}}));
+    }
+    if m.spec.provider_id.as_deref() != Some(provider_id.as_str()) {
+        p.patch_machine(json!({"spec": {"providerID": provider_id}}));
+    }
+    p.status.infrastructure_ready = true;
+    if ready {
+        p.set(cond::true_(ct::INFRASTRUCTURE_READY), now);
+    }
+}
+
+/// Whether the Node's `Ready` condition is True.
+pub fn node_ready(node: &Node) -> bool {
+    node_condition(node, "Ready") == Some("True")
+}
+
+fn node_condition<'a>(node: &'a Node, type_: &str) -> Option<&'a str> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+        .map(|c| c.status.as_str())
+}
+
+/// Upstream's `NodeHealthy` summary of `Ready` and the pressure conditions.
+fn node_health(node: &Node) -> crate::types::Condition {
+    let ready = node_condition(node, "Ready");
+    let pressures = ["MemoryPressure", "DiskPressure", "PIDPressure"];
+    let mut bad: Vec<String> = Vec::new();
+    match ready {
+        Some("False") => bad.push("Node condition Ready is False".into()),
+        None => bad.push("Node condition Ready is missing".into()),
+        _ => {}
+    }
+    for t in pressures {
+        if node_condition(node, t) == Some("True") {
+            bad.push(format!("Node condition {t} is True"));
+        }
+    }
+    let all_unknown = std::iter::once("Ready")
+        .chain(pressures)
+        .all(|t| node_condition(node, t) == Some("Unknown"));
+    if !bad.is_empty() {
+        cond::false_(
+            ct::NODE_HEALTHY,
+            reasons::NODE_CONDITIONS_FAILED,
+            severity::WARNING,
+            bad.join("; "),
+        )
+    } else if all_unknown {
+        cond::unknown(
+            ct::NODE_HEALTHY,
+            reasons::NODE_CONDITIONS_FAILED,
+            "Node conditions are Unknown",
+        )
+    } else {
+        cond::true_(ct::NODE_HEALTHY)
+    }
+}
+
+/// The labels, annotations and taints the Machine controller keeps on its
+/// Node, as a merge patch, or `None` when they are in place.
+pub fn node_sync_patch(m: &Machine, node: &Node) -> Option<Value> {
+    let mut annotations: BTreeMap<String, String> = BTreeMap::from([
+        (
+            labels::NODE_CLUSTER_NAME.into(),
+            m.spec.cluster_name.clone(),
+        ),
+        (labels::NODE_CLUSTER_NAMESPACE.into(), m.namespace().into()),
+        (labels::NODE_MACHINE.into(), m.name().into()),
+    ]);
+    if let Some(owner) = meta::controller_of(&m.metadata) {
+        annotations.insert(labels::NODE_OWNER_KIND.into(), owner.kind.clone());
+        annotations.insert(labels::NODE_OWNER_NAME.into(), owner.name.clone());
+    }
+    for (k, v) in m.metadata.annotations.iter().flatten() {
+        if labels::in_domain(k, "node.cluster.x-k8s.io") {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+    let synced: BTreeMap<String, String> = m
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| {
+            labels::in_domain(k, "node-role.kubernetes.io")
+                || labels::in_domain(k, "node-restriction.kubernetes.io")
+                || labels::in_domain(k, "node.cluster.x-k8s.io")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let tracked = synced.keys().cloned().collect::<Vec<_>>().join(",");
+    annotations.insert(labels::NODE_LABELS_FROM_MACHINE.into(), tracked);
+    // Labels synced before but no longer on the Machine are removed.
+    let previously: Vec<String> = annotation(&node.metadata, labels::NODE_LABELS_FROM_MACHINE)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|k| !k.is_empty())
+        .map(str::to_string)
+        .collect();
+    let mut patch = json!({});
+    if let Some(l) = meta::labels_patch(&node.metadata, &synced, &previously) {
+        patch["metadata"]["labels"] = l;
+    }
+    let have = node.metadata.annotations.clone().unwrap_or_default();
+    let ann: serde_json::Map<String, Value> = annotations
+        .iter()
+        .filter(|(k, v)| have.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    if !ann.is_empty() {
+        patch["metadata"]["annotations"] = Value::Object(ann);
+    }
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints.iter().any(|t| t.key == labels::UNINITIALIZED_TAINT) {
+        let kept: Vec<_> = taints
+            .into_iter()
+            .filter(|t| t.key != labels::UNINITIALIZED_TAINT)
+            .collect();
+        patch["spec"] = json!({"taints": kept});
+    }
+    if patch.as_object().is_some_and(|o| o.is_empty()) {
+        return None;
+    }
+    // Optimistic lock: the kubelet also writes its Node.
+    patch["metadata"]["resourceVersion"] = json!(node.metadata.resource_version);
+    Some(patch)
+}
+
+/// Phase 4: the Node. `nodeRef` is set once a Node with the providerID is
+/// Ready (seed 004); its labels, annotations and taints are kept.
+fn node(s: &Scope<'_>, p: &mut Plan) {
+    let m = s.machine;
+    let now = s.now;
+    let deleting = m.metadata.deletion_timestamp.is_some();
+    if matches!(s.node, NodeLookup::NoTarget) {
+        return;
+    }
+    let provider_id = p
+        .machine_patch
+        .as_ref()
+        .and_then(|v| v.pointer("/spec/providerID"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| m.spec.provider_id.clone())
+        .filter(|s| !s.is_empty());
+    if provider_id.is_none() {
+        p.set(
+            cond::false_(
+                ct::NODE_HEALTHY,
+                reasons::WAITING_FOR_NODE_REF,
+                severity::INFO,
+                "",
+            ),
+            now,
+        );
+        return;
+    }
+    match &s.node {
+        NodeLookup::NoTarget => {}
+        NodeLookup::Ambiguous(names) => {
+            p.set(
+                cond::unknown(
+                    ct::NODE_HEALTHY,
+                    reasons::NODE_INSPECTION_FAILED,
+                    format!("More than one Node has the Machine's providerID: {names:?}"),
+                ),
+                now,
+            );
+            p.errors.push(format!(
+                "more than one Node has providerID {provider_id:?}: {names:?}"
+            ));
+        }
+        NodeLookup::NotFound => {
+            if deleting {
+                return;
+            }
+            if p.status.node_ref.is_some() {
+                let name = p
+                    .status
+                    .node_ref
+                    .as_ref()
+                    .and_then(|r| r.name.clone())
+                    .unwrap_or_default();
+                p.set(
+                    cond::false_(
+                        ct::NODE_HEALTHY,
+                        reasons::NODE_NOT_FOUND,
+                        severity::ERROR,
+                        format!("Node {name:?} has been deleted"),
+                    ),
+                    now,
+                );
+            } else {
+                p.set(
+                    cond::false_(
+                        ct::NODE_HEALTHY,
+                        reasons::NODE_PROVISIONING,
+                        severity::WARNING,
+                        "Waiting for a node with matching ProviderID to exist",
+                    ),
+                    now,
+                );
+            }
+        }
+        NodeLookup::Found(node) => {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            if p.status.node_ref.is_none() && node_ready(node) {
+                p.status.node_ref = Some(ObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Node".into()),
+                    name: Some(name.clone()),
+                    uid: node.metadata.uid.clone(),
+                    ..ObjectReference::default()
+                });
+                p.event(
+                    false,
+                    "SuccessfulSetNodeRef",
+                    format!("Machine's Node {name:?} is Ready"),
+                );
+            }
+            if let Some(info) = node.status.as_ref().and_then(|s| s.node_info.clone()) {
+                p.status.node_info = Some(info);
+            }
+            if !deleting && let Some(patch) = node_sync_patch(m, node) {
+                p.patch_node(patch);
+            }
+            let infra_gone = matches!(s.infra, Lookup::NotFound)
+                || s.infra.found().is_some_and(contract::deleting);
+            let health = if infra_gone {
+                cond::false_(ct::NODE_HEALTHY, reasons::DELETING, severity::INFO, "")
+            } else if p.status.node_ref.is_none() {
+                cond::false_(
+                    ct::NODE_HEALTHY,
+                    reasons::NODE_PROVISIONING,
+                    severity::WARNING,
+                    format!("Waiting for Node {name:?} to become Ready"),
+                )
+            } else {
+                node_health(node)
+            };
+            p.set(health, now);
+        }
+    }
+}
+
+/// Phase 5: the health checks' verdicts, mirrored into
+/// `HealthCheckSucceeded` and `OwnerRemediated`.
+fn health(s: &Scope<'_>, p: &mut Plan) {
+    let now = s.now;
+    if s.machine.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    if s.health.is_empty() {
+        cond::delete(&mut p.status.conditions, ct::HEALTH_CHECK_SUCCEEDED);
+        cond::delete(&mut p.status.conditions, ct::OWNER_REMEDIATED);
+        return;
+    }
+    let mut verdicts = s.health.clone();
+    verdicts.sort_by(|a, b| a.check.cmp(&b.check));
+    match verdicts.iter().find(|v| v.unhealthy.is_some()) {
+        Some(v) => {
+            let (reason, message) = v.unhealthy.clone().unwrap_or_default();
+            p.set(
+                cond::false_(
+                    ct::HEALTH_CHECK_SUCCEEDED,
+                    &reason,
+                    severity::WARNING,
+                    message,
+                ),
+                now,
+            );
+            let allowed = verdicts
+                .iter()
+                .any(|v| v.unhealthy.is_some() && v.remediation_allowed);
+            if allowed && !cond::is_false(&p.status.conditions, ct::OWNER_REMEDIATED) {
+                p.set(
+                    cond::false_(
+                        ct::OWNER_REMEDIATED,
+                        reasons::WAITING_FOR_REMEDIATION,
+                        severity::WARNING,
+                        "",
+                    ),
+                    now,
+                );
+                p.event(
+                    true,
+                    "MachineMarkedUnhealthy",
+                    format!(
+                        "Machine marked unhealthy by MachineHealthCheck {:?}: {reason}",
+                        v.check
+                    ),
+                );
+            }
+        }
+        None => {
+            p.set(cond::true_(ct::HEALTH_CHECK_SUCCEEDED), now);
+            cond::delete(&mut p.status.conditions, ct::OWNER_REMEDIATED);
+        }
+    }
+}
+
+/// A timeout field of the Machine's spec (`None` = unset or invalid).
+fn timeout(field: &Option<String>) -> Option<Duration> {
+    field.as_deref().and_then(api::parse_duration)
+}
+
+/// Phase 6: deletion. Returns whether the Machine's provider objects are
+/// gone and the finalizer may be removed (`Deleted`).
+fn deletion(s: &Scope<'_>, p: &mut Plan) -> bool {
+    let m = s.machine;
+    let now = s.now;
+    let keys: Vec<&String> = m
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .collect();
+    let cluster_deleting = s
+        .cluster
+        .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
+    let node = match &s.node {
+        NodeLookup::Found(n) => Some(*n),
+        _ => None,
+    };
+    let control_plane = label(&m.metadata, labels::CONTROL_PLANE).is_some();
+    let externally_managed = s
+        .cluster
+        .is_some_and(|c| c.spec.control_plane_ref.is_some());
+    // The last control-plane Machine of a cluster keeps its Node: the
+    // cluster's API would go with it.
+    let node_deletion_allowed = node.is_some()
+        && (!control_plane || externally_managed || s.other_control_plane_machines > 0);
+
+    if node_deletion_allowed && !cluster_deleting {
+        if labels::has_hook(keys.iter().copied(), labels::PRE_DRAIN_HOOK_PREFIX) {
+            p.set(
+                cond::false_(
+                    ct::PRE_DRAIN_HOOK_SUCCEEDED,
+                    reasons::WAITING_EXTERNAL_HOOK,
+                    severity::INFO,
+                    "Waiting for pre-drain hooks to succeed",
+                ),
+                now,
+            );
+            return false;
+        }
+        if cond::get(&p.status.conditions, ct::PRE_DRAIN_HOOK_SUCCEEDED).is_some() {
+            p.set(cond::true_(ct::PRE_DRAIN_HOOK_SUCCEEDED), now);
+        }
+        if let Some(node) = node
+            && !drain(s, node, p)
+        {
+            return false;
+        }
+    }
+
+    if labels::has_hook(keys.iter().copied(), labels::PRE_TERMINATE_HOOK_PREFIX) {
+        p.set(
+            cond::false_(
+                ct::PRE_TERMINATE_HOOK_SUCCEEDED,
+                reasons::WAITING_EXTERNAL_HOOK,
+                severity::INFO,
+                "Waiting for pre-terminate hooks to succeed",
+            ),
+            now,
+        );
+        return false;
+    }
+    if cond::get(&p.status.conditions, ct::PRE_TERMINATE_HOOK_SUCCEEDED).is_some() {
+        p.set(cond::true_(ct::PRE_TERMINATE_HOOK_SUCCEEDED), now);
+    }
+
+    // The server first; its bootstrap config only once it is gone.
+    if let Some(obj) = s.infra.found() {
+        if !contract::deleting(obj) {
+            p.delete_infra = true;
+            p.event(
+                false,
+                "DeletingInfrastructure",
+                format!("Deleting {}", ref_display(&m.spec.infrastructure_ref)),
+            );
+        }
+        p.requeue(DELETION_POLL);
+        return false;
+    }
+    if let Some(obj) = s.bootstrap.found() {
+        if !contract::deleting(obj) {
+            p.delete_bootstrap = true;
+        }
+        p.requeue(DELETION_POLL);
+        return false;
+    }
+    debug_assert!(s.infra.gone() && s.bootstrap.gone());
+
+    if node_deletion_allowed {
+        p.delete_node = true;
+        let timeout =
+            timeout(&m.spec.node_deletion_timeout).unwrap_or(DEFAULT_NODE_DELETION_TIMEOUT);
+        p.node_deletion_deadline = (!timeout.is_zero()).then(|| {
+            m.metadata
+                .deletion_timestamp
+                .as_ref()
+                .map(mcm::time::to_chrono)
+                .unwrap_or(now)
+                + chrono::Duration::from_std(timeout).unwrap_or_default()
+        });
+    }
+    p.remove_finalizer = true;
+    true
+}
+
+/// The drain and volume wait of a deleting Machine's Node. Returns whether
+/// deletion may go on.
+fn drain(s: &Scope<'_>, node: &Node, p: &mut Plan) -> bool {
+    let m = s.machine;
+    let now = s.now;
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let unreachable = node_condition(node, "Ready") == Some("Unknown");
+    let elapsed_since = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.as_ref()
+            .map(|t| (now - mcm::time::to_chrono(t)).to_std().unwrap_or_default())
+    };
+    let deletion = p
+        .status
+        .deletion
+        .get_or_insert_with(MachineDeletionStatus::default);
+    let drain_timed_out = timeout(&m.spec.node_drain_timeout)
+        .filter(|t| !t.is_zero())
+        .zip(elapsed_since(&deletion.node_drain_start_time))
+        .is_some_and(|(t, e)| e >= t);
+    let exclude_drain = annotation(&m.metadata, labels::EXCLUDE_NODE_DRAINING).is_some();
+
+    if !exclude_drain && !drain_timed_out {
+        if deletion.node_drain_start_time.is_none() {
+            deletion.node_drain_start_time = Some(mcm::time::to_time(now));
+        }
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        if !cordoned {
+            p.patch_node(json!({"spec": {"unschedulable": true}}));
+        }
+        let facts = s.drain.clone().unwrap_or_default();
+        // Cluster API evicts every pod at once and waits for volumes as a
+        // whole afterwards, so no pod is treated as having volumes here;
+        // evictions are retried until nodeDrainTimeout, never turned into
+        // deletions.
+        let pods: Vec<DrainPod> = facts
+            .pods
+            .into_iter()
+            .map(|mut d| {
+                d.info.has_volumes = false;
+                d
+            })
+            .collect();
+        let round = mcm::machine::drain_round(
+            &pods,
+            &facts.records,
+            &[],
+            unreachable,
+            u32::MAX,
+            Duration::ZERO,
+            now,
+        );
+        match round {
+            DrainRound::Done => {
+                if !cond::is_true(&p.status.conditions, ct::DRAINING_SUCCEEDED) {
+                    p.event(
+                        false,
+                        "SuccessfulDrainNode",
+                        format!("success draining Machine's node {name:?}"),
+                    );
+                }
+                p.set(cond::true_(ct::DRAINING_SUCCEEDED), now);
+            }
+            DrainRound::Act { actions, done, .. } => {
+                let n = actions.len();
+                p.pod_actions = actions;
+                if done {
+                    p.set(cond::true_(ct::DRAINING_SUCCEEDED), now);
+                } else {
+                    p.set(
+                        cond::false_(
+                            ct::DRAINING_SUCCEEDED,
+                            reasons::DRAINING,
+                            severity::INFO,
+                            format!("Draining Node {name:?}: evicting {n} pods"),
+                        ),
+                        now,
+                    );
+                    p.requeue(Duration::from_secs(1));
+                    return false;
+                }
+            }
+            DrainRound::Wait(d) => {
+                p.set(
+                    cond::false_(
+                        ct::DRAINING_SUCCEEDED,
+                        reasons::DRAINING,
+                        severity::INFO,
+                        format!("Draining Node {name:?}: waiting for pods to go"),
+                    ),
+                    now,
+                );
+                p.requeue(d.min(DRAIN_RETRY));
+                return false;
+            }
+            DrainRound::Failed(why) => {
+                p.set(
+                    cond::false_(
+                        ct::DRAINING_SUCCEEDED,
+                        reasons::DRAINING_FAILED,
+                        severity::WARNING,
+                        why.clone(),
+                    ),
+                    now,
+                );
+                p.event(true, "FailedDrainNode", why);
+                p.requeue(DRAIN_RETRY);
+                return false;
+            }
+        }
+    }
+
+    let deletion = p
+        .status
+        .deletion
+        .get_or_insert_with(MachineDeletionStatus::default);
+    let exclude_volumes = annotation(&m.metadata, labels::EXCLUDE_WAIT_FOR_VOLUME_DETACH).is_some();
+    let volumes_timed_out = timeout(&m.spec.node_volume_detach_timeout)
+        .filter(|t| !t.is_zero())
+        .zip(elapsed_since(
+            &deletion.wait_for_node_volume_detach_start_time,
+        ))
+        .is_some_and(|(t, e)| e >= t);
+    let attached = node
+        .status
+        .as_ref()
+        .and_then(|s| s.volumes_attached.as_ref())
+        .is_some_and(|v| !v.is_empty());
+    if !exclude_volumes && !volumes_timed_out && !unreachable && attached {
+        if deletion.wait_for_node_volume_detach_start_time.is_none() {
+            deletion.wait_for_node_volume_detach_start_time = Some(mcm::time::to_time(now));
+        }
+        p.set(
+            cond::false_(
+                ct::VOLUME_DETACH_SUCCEEDED,
+                reasons::WAITING_FOR_VOLUME_DETACH,
+                severity::INFO,
+                format!("Waiting for volumes to detach from Node {name:?}"),
+            ),
+            now,
+        );
+        p.requeue(DRAIN_RETRY);
+        return false;
+    }
+    if cond::get(&p.status.conditions, ct::VOLUME_DETACH_SUCCEEDED).is_some() {
+        p.set(cond::true_(ct::VOLUME_DETACH_SUCCEEDED), now);
+    }
+    true
+}
+
+/// The phase the plan writes.
+pub fn planned_phase(p: &Plan) -> MachinePhase {
+    MachinePhase::parse(p.status.phase.as_deref().unwrap_or_default())
+}
+
+/// A Machine's addresses in the Node's form, for display.
+pub fn address_list(addresses: &[MachineAddress]) -> String {
+    addresses
+        .iter()
+        .map(|a| a.address.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests;
