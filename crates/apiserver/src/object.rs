@@ -1,75 +1,13 @@
-//! Object metadata rules and the stored encoding.
-//!
-//! Objects are stored as JSON with `metadata` as the first member and no
-//! `resourceVersion`: the resource version *is* the store's mod revision, so
-//! it is spliced into the bytes on the way out (right after `{"metadata":{`)
-//! instead of parsing and re-serialising every object of a LIST.
+//! Object metadata: accessors and the rules every object's metadata follows
+//! (names, labels, annotations, finalizers, owner references), as pure
+//! functions of a JSON object. The stored encoding is
+//! [`crate::storage::codec`].
 
-use bytes::{BufMut, Bytes, BytesMut};
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 use store::Revision;
 
-use apimachinery::{ApiError, Cause};
-
-const STORED_PREFIX: &[u8] = b"{\"metadata\":{";
-
-/// Serialises `obj` in the stored form: `metadata` first, without
-/// `resourceVersion`.
-pub fn encode(obj: &Value) -> Bytes {
-    let mut out = BytesMut::with_capacity(512);
-    out.put_slice(b"{\"metadata\":");
-    let empty = Map::new();
-    let map = obj.as_object().unwrap_or(&empty);
-    let mut meta = map
-        .get("metadata")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    meta.remove("resourceVersion");
-    // The name is always set on stored objects, so metadata is never `{}`
-    // and the splice point always precedes another member.
-    serde_json::to_writer((&mut out).writer(), &meta).expect("serialising a JSON value");
-    for (k, v) in map {
-        if k == "metadata" {
-            continue;
-        }
-        out.put_u8(b',');
-        serde_json::to_writer((&mut out).writer(), k).expect("serialising a JSON string");
-        out.put_u8(b':');
-        serde_json::to_writer((&mut out).writer(), v).expect("serialising a JSON value");
-    }
-    out.put_u8(b'}');
-    out.freeze()
-}
-
-/// The stored bytes with `metadata.resourceVersion` set to `rv`.
-pub fn with_rv(stored: &[u8], rv: Revision) -> Bytes {
-    let mut out = BytesMut::with_capacity(stored.len() + 32);
-    if stored.starts_with(STORED_PREFIX) && stored.get(STORED_PREFIX.len()) != Some(&b'}') {
-        out.put_slice(STORED_PREFIX);
-        out.put_slice(format!("\"resourceVersion\":\"{rv}\",").as_bytes());
-        out.put_slice(&stored[STORED_PREFIX.len()..]);
-        out.freeze()
-    } else {
-        // Not in the stored form (written by another tool): parse instead.
-        match serde_json::from_slice::<Value>(stored) {
-            Ok(mut v) => {
-                set_rv(&mut v, rv);
-                Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
-            }
-            Err(_) => Bytes::copy_from_slice(stored),
-        }
-    }
-}
-
-/// Parses stored bytes into an object carrying `rv`.
-pub fn decode(stored: &[u8], rv: Revision) -> Result<Value, ApiError> {
-    let mut v: Value = serde_json::from_slice(stored)
-        .map_err(|e| ApiError::internal(format!("stored object is not valid JSON: {e}")))?;
-    set_rv(&mut v, rv);
-    Ok(v)
-}
+use apimachinery::Cause;
 
 pub fn set_rv(obj: &mut Value, rv: Revision) {
     if let Some(m) = meta_mut(obj) {
@@ -371,27 +309,6 @@ pub fn generation_relevant(obj: &Value, status_subresource: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn encode_then_splice_sets_resource_version() {
-        let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":"9"},"data":{"k":"v"}});
-        let stored = encode(&obj);
-        assert!(stored.starts_with(STORED_PREFIX));
-        assert!(!String::from_utf8_lossy(&stored).contains("resourceVersion"));
-        let out: Value = serde_json::from_slice(&with_rv(&stored, 42)).unwrap();
-        assert_eq!(out["metadata"]["resourceVersion"], "42");
-        assert_eq!(out["metadata"]["name"], "a");
-        assert_eq!(out["data"]["k"], "v");
-        assert_eq!(out["kind"], "ConfigMap");
-    }
-
-    #[test]
-    fn splice_falls_back_for_foreign_bytes() {
-        let out: Value =
-            serde_json::from_slice(&with_rv(br#"{"kind":"X","metadata":{"name":"n"}}"#, 5))
-                .unwrap();
-        assert_eq!(out["metadata"]["resourceVersion"], "5");
-    }
 
     #[test]
     fn annotations_are_limited_to_256_kib_in_total() {

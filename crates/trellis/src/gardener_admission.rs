@@ -111,7 +111,7 @@ impl Source for Embedded {
                 ..Default::default()
             })
             .await
-            .map_err(apiserver::handlers::store_err)?;
+            .map_err(apiserver::storage::store_err)?;
         Ok(r.kvs
             .iter()
             .filter_map(|kv| serde_json::from_slice(&kv.value).ok())
@@ -142,7 +142,11 @@ impl Source for Embedded {
             namespace: ns.into(),
             name: name.into(),
         };
-        Ok(auth.rbac.authorize(&server, user, &attrs).await?.allowed)
+        Ok(auth
+            .rbac
+            .authorize(&server.storage, user, &attrs)
+            .await?
+            .allowed)
     }
 }
 

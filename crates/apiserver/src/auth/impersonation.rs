@@ -8,7 +8,6 @@ use apimachinery::ApiError;
 use http::HeaderMap;
 
 use super::{Auth, RequestAttributes, UserInfo, forbidden, serviceaccount};
-use crate::server::Server;
 
 const USER: &str = "impersonate-user";
 const GROUP: &str = "impersonate-group";
@@ -19,7 +18,6 @@ const EXTRA_PREFIX: &str = "impersonate-extra-";
 /// when impersonating, `(user, None)` when not. On failure the error comes
 /// with the authenticated user, for the audit log.
 pub async fn apply(
-    server: &Server,
     auth: &Auth,
     user: UserInfo,
     headers: &HeaderMap,
@@ -86,7 +84,7 @@ pub async fn apply(
         }
     }
     for a in &checks {
-        match auth.rbac.authorize(server, &user, a).await {
+        match auth.rbac.authorize(&auth.storage, &user, a).await {
             Ok(d) if d.allowed => {}
             Ok(d) => {
                 let e = forbidden(&user, a, &d.reason);

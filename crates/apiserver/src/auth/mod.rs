@@ -9,26 +9,28 @@
 //! identities (TokenRequest, the access reviews) are served from here too,
 //! see [`serve_virtual`].
 
+pub mod audit;
+pub mod bootstrap;
 mod impersonation;
 mod protobuf;
+pub mod rbac;
 mod review;
 pub mod serviceaccount;
 pub mod token_file;
 mod x509;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apimachinery::ApiError;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::{Method, Request};
-use serde::{Deserialize, Serialize};
 
-use crate::rbac::Rbac;
-use crate::request::{Query, Target, parse_path};
-use crate::server::{Server, error_response};
-use crate::tls::PeerCertificates;
+use crate::http::error_response;
+use crate::http::request::{Query, Target, parse_path};
+use crate::http::tls::PeerCertificates;
+use crate::storage::Storage;
+use rbac::Rbac;
 
 pub use serviceaccount::TokenSigner;
 pub use token_file::StaticToken;
@@ -41,32 +43,15 @@ pub const MASTERS_GROUP: &str = "system:masters";
 /// validate tokens (TokenReview callers) expect them.
 pub const DEFAULT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 
-/// The authenticated identity of a request (kube's `user.Info`), in the
-/// shape `authentication.k8s.io/v1 UserInfo` serialises to.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UserInfo {
-    pub username: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, Vec<String>>,
-}
+pub use crate::admission::{UserInfo, current_user, with_user};
 
-impl UserInfo {
-    pub fn in_group(&self, g: &str) -> bool {
-        self.groups.iter().any(|x| x == g)
+/// Adds `system:authenticated` unless present: every authenticated user is
+/// in that group.
+fn authenticated(mut user: UserInfo) -> UserInfo {
+    if !user.in_group(AUTHENTICATED_GROUP) {
+        user.groups.push(AUTHENTICATED_GROUP.to_string());
     }
-
-    /// Adds `system:authenticated` unless present.
-    fn authenticated(mut self) -> UserInfo {
-        if !self.in_group(AUTHENTICATED_GROUP) {
-            self.groups.push(AUTHENTICATED_GROUP.to_string());
-        }
-        self
-    }
+    user
 }
 
 /// Turns authentication and RBAC on.
@@ -116,11 +101,14 @@ pub struct Auth {
     pub signer: TokenSigner,
     tokens: std::collections::HashMap<String, UserInfo>,
     pub rbac: Rbac,
+    /// Where ServiceAccounts and the RBAC objects are read.
+    pub storage: Arc<Storage>,
 }
 
 impl Auth {
-    pub fn new(config: &AuthConfig) -> anyhow::Result<Auth> {
+    pub fn new(config: &AuthConfig, storage: Arc<Storage>) -> anyhow::Result<Auth> {
         Ok(Auth {
+            storage,
             signer: TokenSigner::new(
                 &config.service_account_key_pem,
                 &config.issuer,
@@ -136,16 +124,12 @@ impl Auth {
     }
 
     /// Who a bearer token belongs to; `Err` is a 401.
-    pub async fn authenticate_token(
-        &self,
-        server: &Server,
-        token: &str,
-    ) -> Result<UserInfo, ApiError> {
+    pub async fn authenticate_token(&self, token: &str) -> Result<UserInfo, ApiError> {
         if let Some(u) = self.tokens.get(token) {
-            return Ok(u.clone().authenticated());
+            return Ok(authenticated(u.clone()));
         }
         if token.matches('.').count() == 2 {
-            return serviceaccount::authenticate(server, &self.signer, token).await;
+            return serviceaccount::authenticate(&self.storage, &self.signer, token).await;
         }
         Err(unauthorized())
     }
@@ -277,10 +261,9 @@ pub struct Gate {
 }
 
 /// Authenticate → impersonate → authorize.
-pub async fn gate(server: &Arc<Server>, parts: &http::request::Parts) -> Gate {
+pub async fn gate(auth: Option<&Auth>, audit: bool, parts: &http::request::Parts) -> Gate {
     let path = parts.uri.path();
-    let auth = server.auth();
-    if auth.is_none() && server.audit().is_none() {
+    if auth.is_none() && !audit {
         return Gate {
             attrs: None,
             user: None,
@@ -300,7 +283,7 @@ pub async fn gate(server: &Arc<Server>, parts: &http::request::Parts) -> Gate {
     if is_public_path(path) {
         return g;
     }
-    let user = match authenticate(server, auth, parts).await {
+    let user = match authenticate(auth, parts).await {
         Ok(u) => u,
         Err(e) => {
             g.result = Err(e);
@@ -308,7 +291,7 @@ pub async fn gate(server: &Arc<Server>, parts: &http::request::Parts) -> Gate {
         }
     };
     let attrs = g.attrs.as_ref().expect("set above");
-    let user = match impersonation::apply(server, auth, user, &parts.headers).await {
+    let user = match impersonation::apply(auth, user, &parts.headers).await {
         Ok((user, by)) => {
             g.impersonator = by.map(Arc::new);
             user
@@ -319,7 +302,7 @@ pub async fn gate(server: &Arc<Server>, parts: &http::request::Parts) -> Gate {
             return g;
         }
     };
-    g.result = match auth.rbac.authorize(server, &user, attrs).await {
+    g.result = match auth.rbac.authorize(&auth.storage, &user, attrs).await {
         Ok(d) if d.allowed => Ok(()),
         Ok(d) => Err(forbidden(&user, attrs, &d.reason)),
         Err(e) => Err(e),
@@ -329,15 +312,11 @@ pub async fn gate(server: &Arc<Server>, parts: &http::request::Parts) -> Gate {
 }
 
 /// The identity proven by the request's credentials.
-async fn authenticate(
-    server: &Server,
-    auth: &Auth,
-    parts: &http::request::Parts,
-) -> Result<UserInfo, ApiError> {
+async fn authenticate(auth: &Auth, parts: &http::request::Parts) -> Result<UserInfo, ApiError> {
     if let Some(PeerCertificates(chain)) = parts.extensions.get::<PeerCertificates>()
         && let Some(leaf) = chain.first()
     {
-        return x509::user_from_certificate(leaf).map(UserInfo::authenticated);
+        return x509::user_from_certificate(leaf).map(authenticated);
     }
     let header = parts
         .headers
@@ -350,7 +329,7 @@ async fn authenticate(
                 if token.is_empty() {
                     return Err(unauthorized());
                 }
-                auth.authenticate_token(server, token).await
+                auth.authenticate_token(token).await
             }
             _ => Err(unauthorized()),
         },
@@ -401,28 +380,11 @@ pub fn forbidden(user: &UserInfo, a: &RequestAttributes, reason: &str) -> ApiErr
     ApiError::forbidden(message).with_details(&a.api_group, &a.resource, &a.name)
 }
 
-tokio::task_local! {
-    /// The user of the request being handled. Admission runs deep inside the
-    /// handlers and also for the server's own controllers (no request, no
-    /// user); a task-local carries the identity there without threading it
-    /// through every handler signature.
-    static CURRENT_USER: Option<Arc<UserInfo>>;
-}
-
-/// Runs `f` as a request of `user`.
-pub async fn with_user<F: std::future::Future>(user: Option<Arc<UserInfo>>, f: F) -> F::Output {
-    CURRENT_USER.scope(user, f).await
-}
-
-/// The user of the current request, if it has one.
-pub fn current_user() -> Option<Arc<UserInfo>> {
-    CURRENT_USER.try_with(Clone::clone).ok().flatten()
-}
-
 /// Serves the resources that are computed rather than stored (TokenRequest,
 /// access reviews, SelfSubjectReview); any other request comes back as `Err`.
 pub async fn serve_virtual(
-    server: &Arc<Server>,
+    auth: Option<&Auth>,
+    storage: &Storage,
     gate: &Gate,
     req: Request<Body>,
 ) -> Result<Response, Request<Body>> {
@@ -430,7 +392,7 @@ pub async fn serve_virtual(
         return Err(req);
     };
     let user = gate.user.as_deref();
-    let reply = review::serve(server, kind, user, req).await;
+    let reply = review::serve(auth, storage, kind, user, req).await;
     Ok(match reply {
         Ok(r) => r.into_response(),
         Err(e) => error_response(&e),

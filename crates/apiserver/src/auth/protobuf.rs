@@ -4,7 +4,7 @@
 //! POST `application/vnd.kubernetes.protobuf` even when the server answers
 //! JSON, so these few request kinds must be readable in protobuf. Replies
 //! stay JSON, which client-go accepts since it asks for both. The wire
-//! reader and the spec tables are the shared ones in `crate::protobuf`;
+//! reader and the spec tables are the shared ones in `crate::http::protobuf`;
 //! this file only says which table each review kind's spec uses. The
 //! endpoint already knows its kind, so the envelope's type meta is not
 //! consulted; malformed input is a 400.
@@ -13,10 +13,10 @@ use apimachinery::ApiError;
 use serde_json::Value;
 
 use super::review::VirtualKind;
-use crate::protobuf::schema::Ty::Msg;
-use crate::protobuf::schema::{Table, authentication, authorization, f, meta};
+use crate::http::protobuf::schema::Ty::Msg;
+use crate::http::protobuf::schema::{Table, authentication, authorization, f, meta};
 
-pub use crate::protobuf::CONTENT_TYPE;
+pub use crate::http::protobuf::CONTENT_TYPE;
 
 /// The top-level schema of a kind: metadata = 1, spec = 2.
 fn top(kind: &VirtualKind) -> Table {
@@ -61,7 +61,7 @@ fn top(kind: &VirtualKind) -> Table {
 
 /// Decodes a protobuf request body of `kind` into its JSON form.
 pub fn decode(kind: &VirtualKind, body: &[u8]) -> Result<Value, ApiError> {
-    crate::protobuf::decode_as(body, top(kind))
+    crate::http::protobuf::decode_as(body, top(kind))
 }
 
 #[cfg(test)]

@@ -7,16 +7,17 @@
 //! `kubectl create token`). Each returns the posted object with its status.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use apimachinery::{ApiError, Cause};
 use axum::body::Body;
 use http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 
+use super::Auth;
 use super::{RequestAttributes, UserInfo};
-use crate::request::{Target, parse_path};
-use crate::server::{MAX_BODY_BYTES, Reply, Server};
+use crate::http::request::{Target, parse_path};
+use crate::http::{MAX_BODY_BYTES, Reply};
+use crate::storage::Storage;
 
 const AUTHZ: &str = "authorization.k8s.io";
 const AUTHN: &str = "authentication.k8s.io";
@@ -87,7 +88,8 @@ impl VirtualKind {
 /// Answers one POST to a virtual resource for `user` (`None` when
 /// authentication is off: everything is allowed then).
 pub async fn serve(
-    server: &Arc<Server>,
+    auth: Option<&Auth>,
+    storage: &Storage,
     kind: VirtualKind,
     user: Option<&UserInfo>,
     req: Request<Body>,
@@ -122,14 +124,14 @@ pub async fn serve(
         return Err(ApiError::bad_request("the body must be a JSON object"));
     }
     if let VirtualKind::TokenRequest { namespace, name } = &kind {
-        let auth = server.auth().ok_or_else(|| {
+        let auth = auth.ok_or_else(|| {
             ApiError::new(
                 404,
                 "NotFound",
                 "the server could not find the requested resource (authentication is off)",
             )
         })?;
-        return super::serviceaccount::token_request(server, &auth.signer, namespace, name, obj)
+        return super::serviceaccount::token_request(storage, &auth.signer, namespace, name, obj)
             .await;
     }
     let av = format!("{}/v1", kind.group());
@@ -168,13 +170,13 @@ pub async fn serve(
             if token.is_empty() {
                 return Err(invalid("spec.token", "Required value"));
             }
-            match server.auth() {
+            match auth {
                 None => json!({"authenticated": false, "error": "authentication is off"}),
                 Some(auth) => {
                     let who = if let Some(u) = auth.tokens.get(token) {
-                        Ok(u.clone().authenticated())
+                        Ok(super::authenticated(u.clone()))
                     } else {
-                        super::serviceaccount::verify_live(server, &auth.signer, token).await
+                        super::serviceaccount::verify_live(storage, &auth.signer, token).await
                     };
                     match who {
                         Ok(u) => json!({
@@ -189,14 +191,14 @@ pub async fn serve(
         }
         VirtualKind::SelfSubjectRulesReview => {
             let ns = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
-            match server.auth() {
+            match auth {
                 None => json!({
                     "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
                     "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
                     "incomplete": false,
                 }),
                 Some(auth) => {
-                    let (res, non) = auth.rbac.rules_for(server, &me, ns).await?;
+                    let (res, non) = auth.rbac.rules_for(storage, &me, ns).await?;
                     json!({"resourceRules": res, "nonResourceRules": non, "incomplete": false})
                 }
             }
@@ -222,10 +224,10 @@ pub async fn serve(
                     s
                 }
             };
-            match server.auth() {
+            match auth {
                 None => json!({"allowed": true, "reason": "authorization is off"}),
                 Some(auth) => {
-                    let d = auth.rbac.authorize(server, &subject, &attrs).await?;
+                    let d = auth.rbac.authorize(storage, &subject, &attrs).await?;
                     let mut s = json!({"allowed": d.allowed});
                     if !d.reason.is_empty() {
                         s["reason"] = json!(d.reason);

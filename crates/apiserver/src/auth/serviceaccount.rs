@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use apimachinery::{ApiError, Cause};
 
 use super::{UserInfo, unauthorized};
-use crate::server::{Reply, Server};
+use crate::http::Reply;
+use crate::storage::Storage;
 
 /// Default and bounds of `spec.expirationSeconds`, as kube has them.
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -203,24 +204,24 @@ pub fn groups(ns: &str) -> Vec<String> {
 }
 
 /// The current ServiceAccount object, if any.
-async fn load(server: &Server, ns: &str, name: &str) -> Result<Option<Value>, ApiError> {
-    let key = format!("/registry/core/serviceaccounts/{ns}/{name}");
-    let (kv, _) = server
-        .store
+async fn load(storage: &Storage, ns: &str, name: &str) -> Result<Option<Value>, ApiError> {
+    let key = crate::storage::keys::key(crate::storage::keys::SERVICE_ACCOUNTS, Some(ns), name);
+    let (kv, _) = storage
+        .store()
         .get(&key, None)
         .await
-        .map_err(crate::handlers::store_err)?;
+        .map_err(crate::storage::store_err)?;
     Ok(kv.and_then(|kv| serde_json::from_slice(&kv.value).ok()))
 }
 
 /// Validates a token and checks its ServiceAccount is still there, unchanged.
 pub async fn verify_live(
-    server: &Server,
+    storage: &Storage,
     signer: &TokenSigner,
     token: &str,
 ) -> Result<UserInfo, String> {
     let c = signer.verify(token)?;
-    let sa = load(server, &c.namespace, &c.name)
+    let sa = load(storage, &c.namespace, &c.name)
         .await
         .map_err(|e| e.message)?
         .ok_or_else(|| format!("serviceaccount {}/{} no longer exists", c.namespace, c.name))?;
@@ -253,11 +254,11 @@ pub async fn verify_live(
 
 /// A bearer token that claims to be a ServiceAccount token.
 pub async fn authenticate(
-    server: &Server,
+    storage: &Storage,
     signer: &TokenSigner,
     token: &str,
 ) -> Result<UserInfo, ApiError> {
-    verify_live(server, signer, token).await.map_err(|why| {
+    verify_live(storage, signer, token).await.map_err(|why| {
         tracing::debug!(%why, "ServiceAccount token rejected");
         unauthorized()
     })
@@ -265,7 +266,7 @@ pub async fn authenticate(
 
 /// `POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token`.
 pub async fn token_request(
-    server: &Server,
+    storage: &Storage,
     signer: &TokenSigner,
     ns: &str,
     name: &str,
@@ -308,7 +309,7 @@ pub async fn token_request(
             .collect::<Result<_, _>>()?,
         _ => signer.audiences().to_vec(),
     };
-    let sa = load(server, ns, name)
+    let sa = load(storage, ns, name)
         .await?
         .ok_or_else(|| ApiError::not_found("", "serviceaccounts", name))?;
     let uid = crate::object::uid(&sa).to_string();

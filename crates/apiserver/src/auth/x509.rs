@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn reads_cn_and_organizations() {
         let dir = tempfile::tempdir().unwrap();
-        let pki = crate::pki::Pki::ensure(dir.path(), &[]).unwrap();
+        let pki = crate::http::pki::Pki::ensure(dir.path(), &[]).unwrap();
         let (pem, _) = pki.issue_client_cert("alice", &["dev"]).unwrap();
         let der = CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
         let u = user_from_certificate(&der).unwrap();
