@@ -1,0 +1,23 @@
+//! What kube-controller-manager does for workloads, so the seed runs real
+//! Deployments, StatefulSets, Jobs and Services without one: the
+//! Deployment, ReplicaSet, StatefulSet, Job, CronJob, TTL-after-finished
+//! and EndpointSlice controllers, with upstream's semantics and status
+//! fields.
+//!
+//! Every decision is a pure function of the observed objects and the clock
+//! (`plan(observed, now) -> Plan`), table-tested without I/O; thin
+//! executors (`controllers`) apply the plans through kube-rs and talk to
+//! nothing but the API, so they run unchanged against a real cluster.
+//!
+//! - [`meta`]: selectors, controller references and the adopt/release rules.
+//! - [`expectations`]: writes not yet visible in the caches.
+//! - [`pods`]: readiness, availability and the order pods are given up in.
+//! - [`hash`]: pod-template and revision hashes.
+//! - [`replicaset`]: the ReplicaSet decision.
+
+pub mod expectations;
+pub mod hash;
+pub mod meta;
+pub mod names;
+pub mod pods;
+pub mod replicaset;
