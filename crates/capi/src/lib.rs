@@ -26,12 +26,18 @@
 //!   functions returning field causes.
 //! - [`controllers`]: the thin executors over kube-rs; [`run`] wires them.
 
+pub mod clone;
+pub mod cluster;
+pub mod conditions;
+pub mod contract;
+pub mod controllers;
+pub mod machine;
+pub mod machinedeployment;
+pub mod machineset;
+pub mod meta;
+pub mod mhc;
+pub mod phase;
+pub mod testing;
 pub mod types;
 
 pub use types::*;
-pub mod conditions;
-pub mod contract;
-pub mod machine;
-pub mod meta;
-pub mod phase;
-pub mod testing;

@@ -234,8 +234,9 @@ fn machine_owner(m: &Machine) -> k8s_openapi::apimachinery::pkg::apis::meta::v1:
 }
 
 /// Owner reference and cluster-name label on a provider object, as a merge
-/// patch (with the resourceVersion, so a concurrent change is a conflict
-/// rather than lost).
+/// patch. Computed from a cache that may be a moment old, which is safe:
+/// the result depends only on the Machine and on owner references no
+/// provider writes, so a stale read computes the same list.
 fn ownership_patch(m: &Machine, obj: &DynamicObject) -> Option<Value> {
     let owner = machine_owner(m);
     let refs = meta::with_controller(&obj.metadata, owner, &[(crate::GROUP, "MachineSet")]);
@@ -249,7 +250,6 @@ fn ownership_patch(m: &Machine, obj: &DynamicObject) -> Option<Value> {
     if patch["metadata"].as_object().is_some_and(|o| o.is_empty()) {
         return None;
     }
-    patch["metadata"]["resourceVersion"] = json!(obj.metadata.resource_version);
     Some(patch)
 }
 
