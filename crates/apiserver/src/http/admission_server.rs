@@ -22,8 +22,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
+use crate::admission::UserInfo;
 use crate::admission::{AdmissionPlugin, Attributes, Operation};
-use crate::auth::UserInfo;
 use crate::http::tls::TlsConfig;
 use crate::storage::registry::Resource;
 
