@@ -14,7 +14,9 @@
 //! - [`pods`]: readiness, availability and the order pods are given up in.
 //! - [`hash`]: pod-template and revision hashes.
 //! - [`replicaset`]: the ReplicaSet decision.
+//! - [`deployment`]: the Deployment decision.
 
+pub mod deployment;
 pub mod expectations;
 pub mod hash;
 pub mod meta;
