@@ -113,12 +113,13 @@ fn workers_in(store: &Store<Worker>, namespace: Option<String>) -> Vec<ObjectRef
 }
 
 /// Runs the Worker controller until `shutdown` resolves; reconciles under
-/// way are finished first.
+/// way are finished first. Running cannot fail: a failed reconcile is
+/// retried by the controller's error policy.
 pub async fn run(
     client: kube::Client,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> anyhow::Result<()> {
+) {
     let ns = config.namespace.clone();
     let workers: Api<Worker> = api(&client, ns.as_deref());
     let ctrl = Controller::new(workers, watcher::Config::default());
@@ -159,5 +160,4 @@ pub async fn run(
     .run(controller::reconcile, controller::error_policy, ctx)
     .for_each(|_| futures::future::ready(()))
     .await;
-    Ok(())
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use api::testing::Fixture;
 use api::{Machine, MachineClass, MachineDeployment, MachineSet};
-use common::{fast_config, namespace, server, wait_for};
+use common::{eventually, fast_config, namespace, server};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -325,7 +325,7 @@ async fn worker_lifecycle() {
         .unwrap();
 
     // Two pools over three zones: three deployments each, 2/2/1 machines.
-    wait_for("the worker to succeed", 30, async || {
+    eventually("the worker to succeed", 30, async || {
         succeeded_at_generation(&workers).await
     })
     .await;
@@ -412,7 +412,7 @@ async fn worker_lifecycle() {
         w.spec.pools[0].labels.insert("team".into(), "blue".into());
     })
     .await;
-    wait_for("the label to reach the cpu deployments", 20, async || {
+    eventually("the label to reach the cpu deployments", 20, async || {
         let Ok(md) = mds.get(&deployment("cpu", 1)).await else {
             return false;
         };
@@ -428,7 +428,7 @@ async fn worker_lifecycle() {
             == Some("blue")
     })
     .await;
-    wait_for("the worker to succeed again", 20, async || {
+    eventually("the worker to succeed again", 20, async || {
         succeeded_at_generation(&workers).await
     })
     .await;
@@ -456,7 +456,7 @@ async fn worker_lifecycle() {
         w.spec.pools[1].machine_image.version = "24.4.0".into();
     })
     .await;
-    wait_for(
+    eventually(
         "the gpu deployments to point at new classes",
         20,
         async || {
@@ -493,7 +493,7 @@ async fn worker_lifecycle() {
     );
 
     healthy.store(true, Ordering::SeqCst);
-    wait_for("the rollout to finish and clean up", 20, async || {
+    eventually("the rollout to finish and clean up", 20, async || {
         succeeded_at_generation(&workers).await && names(&classes).await.len() == 6
     })
     .await;
@@ -529,14 +529,14 @@ async fn worker_lifecycle() {
         )
         .await
         .unwrap();
-    wait_for("hibernation to scale everything to zero", 20, async || {
+    eventually("hibernation to scale everything to zero", 20, async || {
         let Ok(list) = mds.list(&ListParams::default()).await else {
             return false;
         };
         list.items.len() == 6 && list.items.iter().all(|md| md.spec.replicas == 0)
     })
     .await;
-    wait_for("the machine to be force-labelled", 20, async || {
+    eventually("the machine to be force-labelled", 20, async || {
         machines
             .get("m1")
             .await
@@ -547,7 +547,7 @@ async fn worker_lifecycle() {
             == Some("True")
     })
     .await;
-    wait_for("the hibernated worker to succeed", 20, async || {
+    eventually("the hibernated worker to succeed", 20, async || {
         op_state(&workers).await.0 == "Succeeded"
     })
     .await;
@@ -562,7 +562,7 @@ async fn worker_lifecycle() {
         .delete("bar", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the deployments to be deleted", 20, async || {
+    eventually("the deployments to be deleted", 20, async || {
         names(&mds).await.is_empty()
     })
     .await;
@@ -580,7 +580,7 @@ async fn worker_lifecycle() {
         .delete("m1", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for(
+    eventually(
         "the worker to be gone",
         20,
         async || matches!(workers.get("bar").await, Err(kube::Error::Api(s)) if s.code == 404),
@@ -596,7 +596,6 @@ async fn worker_lifecycle() {
     tokio::time::timeout(Duration::from_secs(10), ctrl)
         .await
         .expect("the controller stops on shutdown")
-        .unwrap()
         .unwrap();
 }
 
@@ -632,7 +631,7 @@ async fn configuration_errors_are_reported_and_other_types_ignored() {
         .create(&pp, &serde_json::from_value(worker_object()).unwrap())
         .await
         .unwrap();
-    wait_for("the missing cluster to be reported", 20, async || {
+    eventually("the missing cluster to be reported", 20, async || {
         let w = workers.get("bar").await.ok();
         let err = w.and_then(|w| w.status).and_then(|s| s.last_error);
         err.is_some_and(|e| e.description.contains("cluster"))
@@ -642,7 +641,7 @@ async fn configuration_errors_are_reported_and_other_types_ignored() {
         .create(&pp, &serde_json::from_value(cluster(false)).unwrap())
         .await
         .unwrap();
-    wait_for("the missing user data to be reported", 20, async || {
+    eventually("the missing user data to be reported", 20, async || {
         let w = workers.get("bar").await.ok();
         let err = w.and_then(|w| w.status).and_then(|s| s.last_error);
         err.is_some_and(|e| e.description.contains("ud-gpu"))
@@ -654,11 +653,11 @@ async fn configuration_errors_are_reported_and_other_types_ignored() {
         .create(&pp, &secret("ud-gpu", &[("userData", "#cloud-config gpu")]))
         .await
         .unwrap();
-    wait_for("the deployments once the secret exists", 20, async || {
+    eventually("the deployments once the secret exists", 20, async || {
         names(&mds).await.len() == 6
     })
     .await;
-    wait_for("the error to be cleared or superseded", 20, async || {
+    eventually("the error to be cleared or superseded", 20, async || {
         let w = workers.get("bar").await.ok();
         let op = w.and_then(|w| w.status).and_then(|s| s.last_operation);
         op.is_some_and(|o| o.state == "Processing")

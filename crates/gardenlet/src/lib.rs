@@ -87,12 +87,14 @@ impl Default for Config {
 
 /// Runs the Shoot reconciler against the seed until `shutdown` resolves,
 /// then stops every shoot's controllers and API server. Shoots that exist
-/// at start get their API servers back on the same stores.
+/// at start get their API servers back on the same stores. Running cannot
+/// fail: a failed reconcile (a shoot's API server that will not start
+/// included) is retried by the controller's error policy.
 pub async fn run(
     seed: kube::Client,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) {
     let clusters = ShootClusters::new(ShootClusterConfig {
         data_dir: config.data_dir.clone(),
         seed: seed.clone(),
@@ -120,5 +122,4 @@ pub async fn run(
         .await;
     clusters.stop_all().await;
     tracing::info!("gardenlet stopped");
-    Ok(())
 }

@@ -1,8 +1,9 @@
 //! Each shoot's own Kubernetes API and machine controllers, in-process.
 //!
-//! A [`ShootCluster`] is an embedded `apiserver::Server` over its own store
-//! (durable under `<data>/shoots/<technicalID>/store`, or memory), served
-//! with TLS and its own PKI on 127.0.0.1, plus the machine controllers of
+//! A [`ShootCluster`] is an embedded API server (`apiserver::cluster`) over
+//! its own store (durable under `<data>/shoots/<technicalID>/store`, or
+//! memory), served with TLS, authentication and its own PKI on 127.0.0.1,
+//! plus the machine controllers of
 //! the shoot's control namespace (`mcm`, control client = the seed, target
 //! client = this API) with a [`LocalProvider`] whose simulated kubelets
 //! register Nodes here. Upstream deploys a kube-apiserver and MCM per shoot
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use apiserver::cluster::{BoxError, Cluster, ClusterError};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use provider_local::LocalProvider;
@@ -33,11 +35,42 @@ const CONTROLLER_RESTART: Duration = Duration::from_secs(2);
 /// Worker threads of one shoot's runtime.
 const SHOOT_THREADS: usize = 2;
 
-/// Why a shoot's API server could not start or stop.
+/// Why a shoot's API server could not start or its data not be removed,
+/// named after the step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ShootClusterError {
-    #[error("starting the API server of {id} failed: {message}")]
-    StartFailed { id: String, message: String },
+    #[error("starting the thread or runtime of shoot {id} failed: {source}")]
+    RuntimeFailed {
+        id: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the thread of shoot {id} ended before its API server started")]
+    ThreadEnded { id: String },
+    #[error("preparing the PKI of shoot {id} failed: {source}")]
+    PkiFailed {
+        id: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("binding the API server of shoot {id} failed: {source}")]
+    BindFailed {
+        id: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the API server of {id} failed: {source}")]
+    StartFailed {
+        id: String,
+        #[source]
+        source: ClusterError,
+    },
+    #[error("building a client of shoot {id} failed: {source}")]
+    ClientFailed {
+        id: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
     #[error("removing {path} failed: {source}")]
     RemoveDataFailed {
         path: PathBuf,
@@ -180,6 +213,9 @@ impl ShootClusters {
 /// What the shoot's thread reports once its API server listens.
 struct Started {
     access: ShootAccess,
+    /// How to reach the API from another runtime (the client the thread
+    /// uses lives on the shoot's runtime).
+    kube_config: kube::Config,
 }
 
 async fn start(
@@ -187,14 +223,11 @@ async fn start(
     technical_id: &str,
     dir: Option<PathBuf>,
 ) -> Result<ShootCluster, ShootClusterError> {
-    let failed = |message: String| ShootClusterError::StartFailed {
-        id: technical_id.to_string(),
-        message,
-    };
-    let (ready_tx, ready_rx) = oneshot::channel::<anyhow::Result<Started>>();
+    let id = || technical_id.to_string();
+    let (ready_tx, ready_rx) = oneshot::channel::<Result<Started, ShootClusterError>>();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let setup = Setup {
-        id: technical_id.to_string(),
+        id: id(),
         dir,
         config: config.clone(),
     };
@@ -208,8 +241,9 @@ async fn start(
                 .build()
             {
                 Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.into()));
+                Err(source) => {
+                    let id = setup.id.clone();
+                    let _ = ready_tx.send(Err(ShootClusterError::RuntimeFailed { id, source }));
                     return;
                 }
             };
@@ -218,37 +252,31 @@ async fn start(
             // store.
             rt.shutdown_timeout(STOP_GRACE);
         })
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|source| ShootClusterError::RuntimeFailed { id: id(), source })?;
     let started = match ready_rx.await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-            return Err(failed(format!("{e:#}")));
+            return Err(e);
         }
-        Err(_) => return Err(failed("the shoot's thread ended early".into())),
+        Err(_) => return Err(ShootClusterError::ThreadEnded { id: id() }),
     };
     let kubeconfig = kubeconfig(technical_id, &started.access);
-    let client = client_for(&kubeconfig)
-        .await
-        .map_err(|e| failed(format!("{e:#}")))?;
+    let client = kube::Client::try_from(started.kube_config).map_err(|e| {
+        ShootClusterError::ClientFailed {
+            id: id(),
+            source: Box::new(e),
+        }
+    })?;
     tracing::info!(shoot = technical_id, url = %started.access.url, "shoot API server started");
     Ok(ShootCluster {
-        technical_id: technical_id.to_string(),
+        technical_id: id(),
         access: started.access,
         kubeconfig,
         client,
         stop: parking_lot::Mutex::new(Some(stop_tx)),
         thread: parking_lot::Mutex::new(Some(thread)),
     })
-}
-
-/// A kube client from a kubeconfig document.
-pub async fn client_for(kubeconfig: &str) -> anyhow::Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(kube::Client::try_from(config)?)
 }
 
 struct Setup {
@@ -269,7 +297,7 @@ fn stop_pair() -> (oneshot::Sender<()>, StopSignal) {
 /// (controllers first, so none sees its API vanish mid-reconcile).
 async fn run_shoot(
     setup: Setup,
-    ready: oneshot::Sender<anyhow::Result<Started>>,
+    ready: oneshot::Sender<Result<Started, ShootClusterError>>,
     stop: oneshot::Receiver<()>,
 ) {
     // Memory mode keeps the PKI in a directory that lives as long as the
@@ -279,7 +307,11 @@ async fn run_shoot(
         None => match tempfile::tempdir() {
             Ok(t) => Some(t),
             Err(e) => {
-                let _ = ready.send(Err(e.into()));
+                let id = setup.id.clone();
+                let _ = ready.send(Err(ShootClusterError::PkiFailed {
+                    id,
+                    source: e.into(),
+                }));
                 return;
             }
         },
@@ -289,38 +321,26 @@ async fn run_shoot(
         (None, Some(t)) => t.path().join("pki"),
         (None, None) => return,
     };
-    let (server, listener, pki) = match start_api(setup.dir.as_deref(), &pki_dir).await {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
-        }
-    };
-    let url = match listener.local_addr() {
-        Ok(a) => format!("https://{a}"),
-        Err(e) => {
-            let _ = ready.send(Err(e.into()));
-            return;
-        }
-    };
-    let access = ShootAccess {
-        url,
-        ca_pem: Some(pki.ca_cert_pem.clone()),
-        client_cert_pem: Some(pki.admin_cert_pem.clone()),
-        client_key_pem: Some(pki.admin_key_pem.clone()),
-    };
-    let (server_stop, server_shutdown) = stop_pair();
-    let tls = pki.tls_config();
-    let mut serving =
-        tokio::spawn(async move { server.serve_tls(listener, tls, server_shutdown).await });
-    let target = match client_for(&kubeconfig(&setup.id, &access)).await {
+    let cluster = match start_api(&setup.id, setup.dir.as_deref(), &pki_dir).await {
         Ok(c) => c,
         Err(e) => {
             let _ = ready.send(Err(e));
             return;
         }
     };
-    let _ = ready.send(Ok(Started { access }));
+    let pki = cluster.pki();
+    let access = ShootAccess {
+        url: cluster.url().to_string(),
+        ca_pem: pki.map(|p| p.ca_cert_pem.clone()),
+        client_cert_pem: pki.map(|p| p.admin_cert_pem.clone()),
+        client_key_pem: pki.map(|p| p.admin_key_pem.clone()),
+    };
+    let target = cluster.client();
+    let kube_config = cluster.kube_config().clone();
+    let _ = ready.send(Ok(Started {
+        access,
+        kube_config,
+    }));
 
     let (controllers_stop, controllers_shutdown) = stop_pair();
     let mut controllers = tokio::spawn(run_controllers(
@@ -339,42 +359,57 @@ async fn run_shoot(
         controllers.abort();
         tracing::warn!(shoot = %setup.id, "the shoot's controllers did not stop in time");
     }
-    let _ = server_stop.send(());
-    if tokio::time::timeout(STOP_GRACE, &mut serving)
-        .await
-        .is_err()
-    {
-        serving.abort();
+    if let Err(e) = cluster.stop(STOP_GRACE).await {
+        tracing::warn!(shoot = %setup.id, error = %e, "the shoot's API server did not stop cleanly");
     }
 }
 
-/// Opens the store, ensures the PKI, starts the server and binds its
-/// listener (on the port of the last run when it is free, so kubeconfigs
-/// handed out before stay valid).
+/// Ensures the PKI, binds the listener (on the port of the last run when
+/// it is free, so kubeconfigs handed out before stay valid) and starts the
+/// API server with authentication over the shoot's store. Its client
+/// retries as kube-rs does by default: it serves the shoot's controllers,
+/// not a test.
 async fn start_api(
+    id: &str,
     dir: Option<&Path>,
     pki_dir: &Path,
-) -> anyhow::Result<(
-    Arc<apiserver::Server>,
-    tokio::net::TcpListener,
-    apiserver::Pki,
-)> {
-    let store: Arc<dyn store::Store> = match dir {
-        Some(d) => {
-            let store_dir = d.join("store");
-            std::fs::create_dir_all(&store_dir)?;
-            Arc::new(store::FileStore::open(&store_dir)?)
-        }
-        None => Arc::new(store::MemoryStore::new()),
-    };
-    let pki = apiserver::Pki::ensure(pki_dir, &[])?;
+) -> Result<Cluster, ShootClusterError> {
+    let pki = apiserver::Pki::ensure(pki_dir, &[]).map_err(|e| ShootClusterError::PkiFailed {
+        id: id.to_string(),
+        source: e.into(),
+    })?;
+    let listener = bind(dir)
+        .await
+        .map_err(|source| ShootClusterError::BindFailed {
+            id: id.to_string(),
+            source,
+        })?;
     let config = apiserver::Config {
         auth: Some(apiserver::AuthConfig::new(
             pki.service_account_key_pem.clone(),
         )),
         ..apiserver::Config::default()
     };
-    let server = apiserver::Server::start(store, config).await?;
+    let mut builder = Cluster::builder()
+        .config(config)
+        .tls(pki)
+        .listener(listener)
+        .client_retries(true);
+    if let Some(d) = dir {
+        builder = builder.file_store(d.join("store"));
+    }
+    builder
+        .start()
+        .await
+        .map_err(|source| ShootClusterError::StartFailed {
+            id: id.to_string(),
+            source,
+        })
+}
+
+/// The shoot's listener on 127.0.0.1: the port recorded in `<dir>/port`
+/// when it is free, any port otherwise (recorded for the next run).
+async fn bind(dir: Option<&Path>) -> std::io::Result<tokio::net::TcpListener> {
     let port_file = dir.map(|d| d.join("port"));
     let previous = port_file
         .as_ref()
@@ -387,10 +422,11 @@ async fn start_api(
         },
         None => tokio::net::TcpListener::bind("127.0.0.1:0").await?,
     };
-    if let Some(f) = port_file {
+    if let (Some(d), Some(f)) = (dir, port_file) {
+        std::fs::create_dir_all(d)?;
         std::fs::write(f, listener.local_addr()?.port().to_string())?;
     }
-    Ok((server, listener, pki))
+    Ok(listener)
 }
 
 /// The machine controllers of the control namespace `id`, with a local

@@ -12,92 +12,37 @@
 //! scales to zero).
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
 use api::{Machine, MachineClass, MachineDeployment};
 use gardener::Shoot;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+use testkit::{create, eventually};
 use tokio::sync::oneshot;
 use worker::{Cluster, Worker};
 
 const ID: &str = "shoot--dev--demo";
 
+/// The seed: an embedded API server with the Gardener, Worker and machine
+/// CRDs.
 async fn seed() -> kube::Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    let crds = gardener::crds()
-        .into_iter()
-        .chain(worker::crds())
-        .chain(api::crds())
-        .map(|c| serde_json::to_value(&c).unwrap());
-    for crd in crds {
-        apiserver::crd::install(&server, &crd).await.unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
-}
-
-fn fast_sim() -> nodesim::SimConfig {
-    nodesim::SimConfig {
-        lease_renew_interval: Duration::from_millis(300),
-        node_monitor_grace_period: Duration::from_secs(1),
-        tick: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        ..nodesim::SimConfig::default()
-    }
+    let crds = [gardener::crds(), worker::crds(), api::crds()].concat();
+    testkit::cluster(crds).await.client()
 }
 
 /// Starts the gardenlet; the sender stops it, the handle ends after.
-fn start(
-    seed: &kube::Client,
-    data: &Path,
-) -> (
-    oneshot::Sender<()>,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
-) {
+fn start(seed: &kube::Client, data: &Path) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = oneshot::channel::<()>();
     let config = gardenlet::Config {
         data_dir: Some(data.to_path_buf()),
-        simulator: fast_sim(),
+        simulator: testkit::sim::fast(),
         ..gardenlet::Config::default()
     };
     let handle = tokio::spawn(gardenlet::run(seed.clone(), config, async move {
         let _ = rx.await;
     }));
     (tx, handle)
-}
-
-async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn create<K>(api: &Api<K>, obj: Value)
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let obj: K = serde_json::from_value(obj).unwrap();
-    api.create(&PostParams::default(), &obj).await.unwrap();
 }
 
 /// The project namespace, the profile and the Shoot: pools `cpu` (3..6)
@@ -158,9 +103,10 @@ async fn shoot_client(seed: &kube::Client) -> Option<kube::Client> {
         .await
         .ok()??;
     let data = secret.data?.get("kubeconfig")?.0.clone();
-    gardenlet::shoot_cluster::client_for(std::str::from_utf8(&data).ok()?)
+    let config = testkit::kubeconfig(std::str::from_utf8(&data).ok()?)
         .await
-        .ok()
+        .ok()?;
+    kube::Client::try_from(config).ok()
 }
 
 async fn namespaces_of(client: &kube::Client) -> Option<Vec<String>> {
@@ -247,11 +193,11 @@ async fn shoot_lifecycle() {
 
     // The control namespace, recorded as the technical ID, with the finalizer.
     let namespaces: Api<Namespace> = Api::all(seed.clone());
-    wait_for("the control namespace", 20, async || {
+    eventually("the control namespace", 20, async || {
         namespaces.get_opt(ID).await.unwrap().is_some()
     })
     .await;
-    wait_for("the technical ID", 20, async || {
+    eventually("the technical ID", 20, async || {
         get_shoot(&seed)
             .await
             .and_then(|s| s.status)
@@ -274,7 +220,7 @@ async fn shoot_lifecycle() {
 
     // The Cluster mirrors Shoot, Seed and CloudProfile.
     let clusters: Api<Cluster> = Api::all(seed.clone());
-    wait_for("the Cluster", 20, async || {
+    eventually("the Cluster", 20, async || {
         clusters.get_opt(ID).await.unwrap().is_some()
     })
     .await;
@@ -287,7 +233,7 @@ async fn shoot_lifecycle() {
 
     // The Worker: two pools over three zones, labels, image, capacity.
     let workers: Api<Worker> = Api::namespaced(seed.clone(), ID);
-    wait_for("the Worker", 20, async || {
+    eventually("the Worker", 20, async || {
         workers.get_opt(ID).await.unwrap().is_some()
     })
     .await;
@@ -378,7 +324,7 @@ async fn shoot_lifecycle() {
     // the shoot.
     machine_deployment(&seed).await;
     let shoot_nodes: Api<Node> = Api::all(shoot_api.clone());
-    wait_for("a Node in the shoot", 30, async || {
+    eventually("a Node in the shoot", 30, async || {
         !shoot_nodes
             .list(&ListParams::default())
             .await
@@ -409,7 +355,7 @@ async fn shoot_lifecycle() {
     // The Worker reconciled: the Create operation succeeds.
     report_worker_reconciled(&seed).await;
     // (The pass after the successful Create is a Reconcile.)
-    wait_for("the operation to succeed", 20, async || {
+    eventually("the operation to succeed", 20, async || {
         let op = get_shoot(&seed)
             .await
             .and_then(|s| s.status)
@@ -444,11 +390,11 @@ async fn shoot_lifecycle() {
         )
         .await
         .unwrap();
-    wait_for("the Cluster to show hibernation", 20, async || {
+    eventually("the Cluster to show hibernation", 20, async || {
         clusters.get(ID).await.unwrap().spec.shoot["spec"]["hibernation"]["enabled"] == json!(true)
     })
     .await;
-    wait_for("the Worker to be asked to reconcile", 20, async || {
+    eventually("the Worker to be asked to reconcile", 20, async || {
         workers
             .get(ID)
             .await
@@ -475,7 +421,7 @@ async fn shoot_lifecycle() {
     .await
     .unwrap();
     report_worker_reconciled(&seed).await;
-    wait_for("status.hibernated", 30, async || {
+    eventually("status.hibernated", 30, async || {
         get_shoot(&seed)
             .await
             .and_then(|s| s.status)
@@ -507,14 +453,14 @@ async fn shoot_lifecycle() {
         )
         .await
         .unwrap();
-    wait_for("the wake-up", 20, async || {
+    eventually("the wake-up", 20, async || {
         get_shoot(&seed)
             .await
             .and_then(|s| s.status)
             .is_some_and(|s| !s.hibernated)
     })
     .await;
-    wait_for("a machine again", 30, async || {
+    eventually("a machine again", 30, async || {
         !machines
             .list(&ListParams::default())
             .await
@@ -536,7 +482,7 @@ async fn shoot_lifecycle() {
         .delete("demo", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the Shoot to be gone", 60, async || {
+    eventually("the Shoot to be gone", 60, async || {
         get_shoot(&seed).await.is_none()
     })
     .await;
@@ -572,7 +518,7 @@ async fn a_restarted_gardenlet_brings_the_shoot_api_back_with_its_state() {
     let (stop, running) = start(&seed, data.path());
     apply_shoot(&seed).await;
     let mut shoot_api = None;
-    wait_for("the shoot API", 20, async || {
+    eventually("the shoot API", 20, async || {
         shoot_api = shoot_client(&seed).await;
         match &shoot_api {
             Some(c) => namespaces_of(c).await.is_some(),
@@ -587,14 +533,14 @@ async fn a_restarted_gardenlet_brings_the_shoot_api_back_with_its_state() {
     )
     .await;
     stop.send(()).unwrap();
-    running.await.unwrap().unwrap();
+    running.await.unwrap();
     assert!(
         namespaces_of(&shoot_api).await.is_none(),
         "the shoot API stops with the gardenlet"
     );
 
     let (_stop, _running) = start(&seed, data.path());
-    wait_for("the kept ConfigMap through the shoot API", 30, async || {
+    eventually("the kept ConfigMap through the shoot API", 30, async || {
         let Some(c) = shoot_client(&seed).await else {
             return false;
         };

@@ -38,11 +38,14 @@ where
 /// The maintenance controller is triggered by Shoots and by its own
 /// requeues at each shoot's next window; the hibernation schedule
 /// controller by Shoots and by its requeues at each next scheduled time.
+///
+/// Running cannot fail: a failed reconcile is retried by its controller
+/// (see [`controllers::error_policy`]), so there is nothing to return.
 pub async fn run(
     client: kube::Client,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
-) -> anyhow::Result<()> {
+) {
     let ext = config.extensions;
     let namespace = config.namespace.clone();
     let ctx = Context::new(client.clone(), config);
@@ -150,5 +153,4 @@ pub async fn run(
 
     tracing::info!(namespace = ?namespace, extensions = ?ext, "gardener-controller-manager running");
     futures::join!(cp_run, ncp_run, hibernation_run, maintenance_run);
-    Ok(())
 }

@@ -66,7 +66,7 @@ async fn status_classifies_versions_and_follows_their_lifecycle() {
         ("gardenlinux 1.0.0", Deprecated),
         ("gardenlinux 1.1.0", Preview),
     ]);
-    wait_for("the classifications in status", 10, async || {
+    eventually("the classifications in status", 10, async || {
         classifications(&api.get("local").await.unwrap()) == before
     })
     .await;
@@ -80,7 +80,7 @@ async fn status_classifies_versions_and_follows_their_lifecycle() {
         ("gardenlinux 1.0.0", Expired),
         ("gardenlinux 1.1.0", Supported),
     ]);
-    wait_for("the classifications after the transition", 10, async || {
+    eventually("the classifications after the transition", 10, async || {
         classifications(&api.get("local").await.unwrap()) == after
     })
     .await;
@@ -119,7 +119,7 @@ async fn deletion_waits_for_shoots_and_ncps_using_the_profile() {
     let parent = json!({"kind": "CloudProfile", "name": "local"});
     create(&ncps(&client), ncp("dev", parent.clone(), vec![])).await;
     create(&shoots(&client), shoot("web", parent, "1.0.0", None)).await;
-    wait_for("finalizers on both profiles", 10, async || {
+    eventually("finalizers on both profiles", 10, async || {
         let mut all = true;
         for name in ["local", "other"] {
             all &= cps.get(name).await.unwrap().metadata.finalizers
@@ -131,14 +131,14 @@ async fn deletion_waits_for_shoots_and_ncps_using_the_profile() {
 
     // A profile nobody uses goes at once.
     cps.delete("other", &DeleteParams::default()).await.unwrap();
-    wait_for("the unused profile gone", 10, async || {
+    eventually("the unused profile gone", 10, async || {
         cps.get_opt("other").await.unwrap().is_none()
     })
     .await;
 
     // The used one stays, with a Warning naming who holds it.
     cps.delete("local", &DeleteParams::default()).await.unwrap();
-    wait_for("the Warning naming the users", 10, async || {
+    eventually("the Warning naming the users", 10, async || {
         events_about(&client, "local")
             .await
             .iter()
@@ -170,7 +170,7 @@ async fn deletion_waits_for_shoots_and_ncps_using_the_profile() {
         .delete("dev", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the profile gone", 10, async || {
+    eventually("the profile gone", 10, async || {
         cps.get_opt("local").await.unwrap().is_none()
     })
     .await;

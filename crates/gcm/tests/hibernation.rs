@@ -62,7 +62,7 @@ async fn schedules_hibernate_and_wake_the_shoot_once_each() {
     create(&shoots(&client), s).await;
     let api = shoots(&client);
 
-    wait_for("the start to hibernate the shoot", 10, async || {
+    eventually("the start to hibernate the shoot", 10, async || {
         let s = api.get("web").await.unwrap();
         enabled(&s) == Some(true) && trigger_time(&s).is_some()
     })
@@ -73,7 +73,7 @@ async fn schedules_hibernate_and_wake_the_shoot_once_each() {
         (recorded - (real + Duration::hours(1))).num_seconds().abs() <= 1,
         "the trigger is recorded at the controller's now: {recorded}"
     );
-    wait_for("the HibernationScheduled event", 10, async || {
+    eventually("the HibernationScheduled event", 10, async || {
         events_of(&client, "web")
             .await
             .iter()
@@ -111,7 +111,7 @@ async fn schedules_hibernate_and_wake_the_shoot_once_each() {
     )
     .await
     .unwrap();
-    wait_for("the end to wake the shoot", 10, async || {
+    eventually("the end to wake the shoot", 10, async || {
         let s = api.get("web").await.unwrap();
         enabled(&s) == Some(false) && trigger_time(&s) > Some(recorded)
     })

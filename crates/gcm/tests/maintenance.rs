@@ -60,7 +60,7 @@ async fn maintain_annotation_updates_the_image_within_its_strategy() {
     )
     .await;
 
-    wait_for("the asked-for maintenance", 10, async || {
+    eventually("the asked-for maintenance", 10, async || {
         let s = api.get("asked").await.unwrap();
         s.status
             .as_ref()
@@ -88,7 +88,7 @@ async fn maintain_annotation_updates_the_image_within_its_strategy() {
     assert!(last.failure_reason.is_none());
     let triggered = last.triggered_time.expect("triggered time").0;
     assert!((Utc::now() - triggered).num_seconds().abs() < 30);
-    wait_for("the image maintenance event", 10, async || {
+    eventually("the image maintenance event", 10, async || {
         events_of(&client, "asked")
             .await
             .iter()
@@ -114,7 +114,7 @@ async fn maintain_annotation_updates_the_image_within_its_strategy() {
     api.patch("asked", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    wait_for("the second request to be handled", 10, async || {
+    eventually("the second request to be handled", 10, async || {
         let s = api.get("asked").await.unwrap();
         !s.metadata
             .annotations
@@ -145,7 +145,7 @@ async fn in_its_window_a_shoot_is_maintained_once_through_its_ncp() {
         ncp("dev", cp_parent("local"), vec![version("1.0.5")]),
     )
     .await;
-    wait_for("the NCP to render", 10, async || {
+    eventually("the NCP to render", 10, async || {
         rendered_versions(&ncps(&client).get("dev").await.unwrap()).contains(&"1.0.5".to_string())
     })
     .await;
@@ -161,11 +161,11 @@ async fn in_its_window_a_shoot_is_maintained_once_through_its_ncp() {
         ),
     )
     .await;
-    wait_for("maintenance in the window", 10, async || {
+    eventually("maintenance in the window", 10, async || {
         image_version(&api.get("windowed").await.unwrap()) == "1.0.5"
     })
     .await;
-    wait_for("the record", 10, async || {
+    eventually("the record", 10, async || {
         api.get("windowed")
             .await
             .unwrap()
@@ -190,7 +190,7 @@ async fn in_its_window_a_shoot_is_maintained_once_through_its_ncp() {
         .patch("dev", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    wait_for("the NCP to render 1.0.9", 10, async || {
+    eventually("the NCP to render 1.0.9", 10, async || {
         rendered_versions(&ncps(&client).get("dev").await.unwrap()).contains(&"1.0.9".to_string())
     })
     .await;
@@ -222,7 +222,7 @@ async fn an_expired_version_without_successor_fails_with_a_warning() {
         annotated(shoot("stuck", cp_parent("local"), "1.0.0", Some(far))),
     )
     .await;
-    wait_for("a failed maintenance", 10, async || {
+    eventually("a failed maintenance", 10, async || {
         api.get("stuck")
             .await
             .unwrap()
@@ -243,7 +243,7 @@ async fn an_expired_version_without_successor_fails_with_a_warning() {
         .failure_reason
         .unwrap_or_default();
     assert!(reason.contains("pool"), "{reason}");
-    wait_for("the warning", 10, async || {
+    eventually("the warning", 10, async || {
         events_of(&client, "stuck")
             .await
             .iter()

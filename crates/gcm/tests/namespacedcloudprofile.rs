@@ -35,7 +35,7 @@ async fn renders_into_status_and_follows_its_parent() {
     .await;
 
     let api = ncps(&client);
-    wait_for("the NCP to be rendered", 10, async || {
+    eventually("the NCP to be rendered", 10, async || {
         let n = api.get("dev").await.unwrap();
         rendered_versions(&n) == ["1.0.0", "1.5.0"]
             && n.status.as_ref().and_then(|s| s.observed_generation) == n.metadata.generation
@@ -65,7 +65,7 @@ async fn renders_into_status_and_follows_its_parent() {
     cps.patch("local", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    wait_for("the NCP to follow its parent", 10, async || {
+    eventually("the NCP to follow its parent", 10, async || {
         rendered_versions(&api.get("dev").await.unwrap()) == ["1.0.0", "1.1.0", "1.5.0"]
     })
     .await;
@@ -75,7 +75,7 @@ async fn renders_into_status_and_follows_its_parent() {
     api.patch("dev", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    wait_for("the new generation to be rendered", 10, async || {
+    eventually("the new generation to be rendered", 10, async || {
         let n = api.get("dev").await.unwrap();
         rendered_versions(&n) == ["1.0.0", "1.1.0", "1.6.0"]
             && n.status.as_ref().and_then(|s| s.observed_generation) == n.metadata.generation
@@ -90,7 +90,7 @@ async fn a_missing_parent_is_reported_then_rendered_once_it_appears() {
     let client = server().await;
     let running = start(&client, gcm::Config::default());
     create(&ncps(&client), ncp("early", cp_parent("later"), vec![])).await;
-    wait_for("a warning about the missing parent", 10, async || {
+    eventually("a warning about the missing parent", 10, async || {
         events_of(&client, "early")
             .await
             .iter()
@@ -105,7 +105,7 @@ async fn a_missing_parent_is_reported_then_rendered_once_it_appears() {
         cloud_profile("later", vec![version("2.0.0")], "major"),
     )
     .await;
-    wait_for("the NCP to render once its parent exists", 10, async || {
+    eventually("the NCP to render once its parent exists", 10, async || {
         rendered_versions(&ncps(&client).get("early").await.unwrap()) == ["2.0.0"]
     })
     .await;
@@ -139,7 +139,7 @@ async fn multi_level_chains_render_and_follow_ancestors() {
     )
     .await;
     let api = ncps(&client);
-    wait_for(
+    eventually(
         "the grandchild to render through the chain",
         10,
         async || rendered_versions(&api.get("squad").await.unwrap()) == ["1.0.0", "1.1.0", "1.2.0"],
@@ -151,7 +151,7 @@ async fn multi_level_chains_render_and_follow_ancestors() {
     api.patch("team", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    wait_for("the grandchild to follow its parent NCP", 10, async || {
+    eventually("the grandchild to follow its parent NCP", 10, async || {
         rendered_versions(&api.get("squad").await.unwrap()) == ["1.0.0", "1.1.5", "1.2.0"]
     })
     .await;
@@ -164,7 +164,7 @@ async fn multi_level_chains_render_and_follow_ancestors() {
         .patch("local", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    wait_for("both levels to follow the root", 10, async || {
+    eventually("both levels to follow the root", 10, async || {
         rendered_versions(&api.get("team").await.unwrap()) == ["0.9.0", "1.1.5"]
             && rendered_versions(&api.get("squad").await.unwrap()) == ["0.9.0", "1.1.5", "1.2.0"]
     })
@@ -173,7 +173,7 @@ async fn multi_level_chains_render_and_follow_ancestors() {
     // A cycle is reported, not a crash; the rest keeps working.
     create(&api, ncp("loop-a", ncp_parent("loop-b"), vec![])).await;
     create(&api, ncp("loop-b", ncp_parent("loop-a"), vec![])).await;
-    wait_for("a warning about the cycle", 10, async || {
+    eventually("a warning about the cycle", 10, async || {
         events_of(&client, "loop-a")
             .await
             .iter()
@@ -202,7 +202,7 @@ async fn multi_level_chains_render_and_follow_ancestors() {
     // The child goes, and the parent follows promptly (the child's
     // deletion triggers the parent's check, well before the re-check).
     api.delete("squad", &DeleteParams::default()).await.unwrap();
-    wait_for("both to go", 10, async || {
+    eventually("both to go", 10, async || {
         api.get_opt("squad").await.unwrap().is_none()
             && api.get_opt("team").await.unwrap().is_none()
     })
@@ -221,7 +221,7 @@ async fn without_multi_level_an_ncp_parent_is_reported() {
     .await;
     create(&ncps(&client), ncp("team", cp_parent("local"), vec![])).await;
     create(&ncps(&client), ncp("squad", ncp_parent("team"), vec![])).await;
-    wait_for(
+    eventually(
         "a warning that multi-level inheritance is off",
         10,
         async || {
@@ -248,7 +248,7 @@ async fn deletion_waits_for_the_shoots_that_use_it() {
     .await;
     create(&ncps(&client), ncp("dev", cp_parent("local"), vec![])).await;
     let api = ncps(&client);
-    wait_for("the finalizer", 10, async || {
+    eventually("the finalizer", 10, async || {
         api.get("dev").await.unwrap().metadata.finalizers == Some(vec!["gardener".to_string()])
     })
     .await;
@@ -268,7 +268,7 @@ async fn deletion_waits_for_the_shoots_that_use_it() {
     .await;
 
     api.delete("dev", &DeleteParams::default()).await.unwrap();
-    wait_for("a warning naming the shoot", 10, async || {
+    eventually("a warning naming the shoot", 10, async || {
         events_of(&client, "dev").await.iter().any(|(t, r, note)| {
             t == "Warning"
                 && r == "ResourceReferenced"
@@ -289,7 +289,7 @@ async fn deletion_waits_for_the_shoots_that_use_it() {
         .await
         .unwrap();
     let started = tokio::time::Instant::now();
-    wait_for("the NCP to be deleted", 10, async || {
+    eventually("the NCP to be deleted", 10, async || {
         api.get_opt("dev").await.unwrap().is_none()
     })
     .await;

@@ -16,7 +16,6 @@
 //! be read off.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -80,13 +79,14 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// An embedded API server on `addr`, serving until the process ends.
 async fn embedded(addr: &str) -> anyhow::Result<String> {
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    Ok(url)
+    let cluster = apiserver::cluster::Cluster::builder()
+        .listener(listener)
+        .start()
+        .await?;
+    Ok(cluster.url().to_string())
 }
 
 fn spec(i: usize) -> NodeSpec {

@@ -81,12 +81,12 @@ async fn annotate(nodes: &Api<Node>, name: &str, key: &str, value: Option<&str>)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_registers_boots_and_renews_its_lease() {
     let srv = start().await;
-    let sim = NodeSimulator::new(srv.client.clone(), fast());
+    let sim = NodeSimulator::new(srv.client(), fast());
     let mut s = spec("n1");
     s.boot_delay = Duration::from_millis(1500);
     sim.register(s);
 
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     let node = node_where(&nodes, "n1", "registered", 10, |_| true).await;
     let meta = &node.metadata;
     let labels = meta.labels.as_ref().unwrap();
@@ -121,7 +121,7 @@ async fn node_registers_boots_and_renews_its_lease() {
     })
     .await;
 
-    let leases: Api<Lease> = Api::namespaced(srv.client.clone(), "kube-node-lease");
+    let leases: Api<Lease> = Api::namespaced(srv.client(), "kube-node-lease");
     let first = eventually("lease", 5, || async { leases.get_opt("n1").await.unwrap() }).await;
     let spec = first.spec.as_ref().unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("n1"));
@@ -147,9 +147,9 @@ async fn node_registers_boots_and_renews_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_stopped_turns_ready_unknown_and_recovers() {
     let srv = start().await;
-    let sim = NodeSimulator::new(srv.client.clone(), fast());
+    let sim = NodeSimulator::new(srv.client(), fast());
     sim.register(spec("n1"));
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     node_where(&nodes, "n1", "Ready", 10, |n| {
         status_of(n, "Ready").as_deref() == Some("True")
     })
@@ -167,7 +167,7 @@ async fn kubelet_stopped_turns_ready_unknown_and_recovers() {
     );
     assert_eq!(status_of(&node, "DiskPressure").as_deref(), Some("Unknown"));
     // The lease is no longer renewed.
-    let leases: Api<Lease> = Api::namespaced(srv.client.clone(), "kube-node-lease");
+    let leases: Api<Lease> = Api::namespaced(srv.client(), "kube-node-lease");
     let before = leases.get("n1").await.unwrap().spec.unwrap().renew_time;
     tokio::time::sleep(Duration::from_millis(900)).await;
     let after = leases.get("n1").await.unwrap().spec.unwrap().renew_time;
@@ -183,9 +183,9 @@ async fn kubelet_stopped_turns_ready_unknown_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_ready_and_condition_faults() {
     let srv = start().await;
-    let sim = NodeSimulator::new(srv.client.clone(), fast());
+    let sim = NodeSimulator::new(srv.client(), fast());
     sim.register(spec("n1"));
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     node_where(&nodes, "n1", "Ready", 10, |n| {
         status_of(n, "Ready").as_deref() == Some("True")
     })
@@ -227,9 +227,9 @@ async fn not_ready_and_condition_faults() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_conditions_survive_and_deregistered_nodes_go_unknown() {
     let srv = start().await;
-    let sim = NodeSimulator::new(srv.client.clone(), fast());
+    let sim = NodeSimulator::new(srv.client(), fast());
     sim.register(spec("n1"));
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     node_where(&nodes, "n1", "Ready", 10, |n| {
         status_of(n, "Ready").as_deref() == Some("True")
     })
@@ -264,10 +264,10 @@ async fn foreign_conditions_survive_and_deregistered_nodes_go_unknown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vanish_fault_stops_the_vm_and_tells_subscribers() {
     let srv = start().await;
-    let sim = NodeSimulator::new(srv.client.clone(), fast());
+    let sim = NodeSimulator::new(srv.client(), fast());
     let mut vanished = sim.subscribe_vanished();
     sim.register(spec("n1"));
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     node_where(&nodes, "n1", "Ready", 10, |n| {
         status_of(n, "Ready").as_deref() == Some("True")
     })
@@ -318,9 +318,9 @@ fn phase(p: &Pod) -> Option<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_run_crash_and_are_finalized_on_deletion() {
     let srv = start().await;
-    let sim = NodeSimulator::new(srv.client.clone(), fast());
+    let sim = NodeSimulator::new(srv.client(), fast());
     sim.register(spec("n1"));
-    let pods: Api<Pod> = Api::namespaced(srv.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(srv.client(), "default");
     pods.create(&PostParams::default(), &pod("web", "n1", None))
         .await
         .unwrap();
@@ -398,11 +398,11 @@ async fn pods_run_crash_and_are_finalized_on_deletion() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_volumes_attach_and_detach() {
     let srv = start().await;
-    let sim = NodeSimulator::new(srv.client.clone(), fast());
+    let sim = NodeSimulator::new(srv.client(), fast());
     sim.register(spec("n1"));
-    let pvs: Api<PersistentVolume> = Api::all(srv.client.clone());
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(srv.client.clone(), "default");
-    let pods: Api<Pod> = Api::namespaced(srv.client.clone(), "default");
+    let pvs: Api<PersistentVolume> = Api::all(srv.client());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(srv.client(), "default");
+    let pods: Api<Pod> = Api::namespaced(srv.client(), "default");
 
     // The pod comes first; its claim is not bound yet.
     pods.create(&PostParams::default(), &pod("db", "n1", Some("data")))
@@ -452,7 +452,7 @@ async fn pod_volumes_attach_and_detach() {
     pvcs.create(&PostParams::default(), &pvc).await.unwrap();
 
     let want = "kubernetes.io/csi/local.csi.trellis.dev^vol-1";
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     let node = node_where(&nodes, "n1", "volume attached", 15, |n| {
         n.status
             .as_ref()

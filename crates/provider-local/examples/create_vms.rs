@@ -8,7 +8,6 @@
 //! cargo run --release -p provider-local --example create_vms -- --vms 5000
 //! ```
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::{Machine, MachineClass};
@@ -47,14 +46,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vms = arg("--vms", 5000);
     let concurrency = arg("--concurrency", 32);
 
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut config = kube::Config::new(url.parse()?);
-    config.default_retry = false;
-    let client = kube::Client::try_from(config)?;
+    let client = apiserver::cluster::Cluster::builder()
+        .start()
+        .await?
+        .client();
     let baseline = rss_mib();
 
     let provider = LocalProvider::new(client.clone(), client.clone(), "bench").await?;

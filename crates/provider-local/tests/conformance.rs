@@ -13,14 +13,10 @@ use serde_json::json;
 
 async fn subject() -> Subject {
     let srv = common::start().await;
-    let provider = LocalProvider::with_config(
-        srv.client.clone(),
-        srv.client.clone(),
-        "conformance",
-        common::fast(),
-    )
-    .await
-    .expect("provider starts");
+    let provider =
+        LocalProvider::with_config(srv.client(), srv.client(), "conformance", common::fast())
+            .await
+            .expect("provider starts");
     let tagged = |cluster: &str| {
         json!({"zone": "zone-a", "tags": {
             format!("kubernetes.io/cluster/{cluster}"): "1",

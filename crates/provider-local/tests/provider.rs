@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use api::{Machine, MachineClass, NodeTemplate};
-use common::{class, eventually, fast, start};
+use common::{class, fast, start};
 use driver::conformance::ClassFixture;
 use driver::{
     Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, Driver, DriverError,
@@ -23,6 +23,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use provider_local::LocalProvider;
 use provider_local::inventory::{LABEL_CLASS, LABEL_CLUSTER, LABEL_OWNER, LABEL_VM};
 use serde_json::{Value, json};
+use testkit::eventually;
 
 async fn create(
     p: &LocalProvider,
@@ -77,7 +78,7 @@ fn ready_status(n: &Node) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_follow_the_templates_and_boot_delay() {
     let srv = start().await;
-    let p = LocalProvider::with_config(srv.client.clone(), srv.client.clone(), "shoot-a", fast())
+    let p = LocalProvider::with_config(srv.client(), srv.client(), "shoot-a", fast())
         .await
         .unwrap();
     let mut c = class("small", json!({"bootDelay": "1s", "zone": "zone-b"}));
@@ -104,7 +105,7 @@ async fn nodes_follow_the_templates_and_boot_delay() {
     );
     assert_eq!(created.node_name, "m1");
 
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     let node = eventually("node Ready", 10, || async {
         nodes.get_opt("m1").await.unwrap().filter(ready)
     })
@@ -131,7 +132,7 @@ async fn vms_survive_a_provider_restart() {
         "other",
         json!({"tags": {"kubernetes.io/cluster/shoot-b": "1"}}),
     );
-    let p1 = LocalProvider::with_config(srv.client.clone(), srv.client.clone(), "shoot-a", fast())
+    let p1 = LocalProvider::with_config(srv.client(), srv.client(), "shoot-a", fast())
         .await
         .unwrap();
     let mut ids = Vec::new();
@@ -148,7 +149,7 @@ async fn vms_survive_a_provider_restart() {
         .unwrap();
     let before = list(&p1, &c).await;
     assert_eq!(before.len(), 3);
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     for name in ["m1", "m2", "m3", "b1"] {
         eventually("node Ready", 10, || async {
             nodes.get_opt(name).await.unwrap().filter(ready)
@@ -157,7 +158,7 @@ async fn vms_survive_a_provider_restart() {
     }
 
     // The inventory is in the control cluster, labelled for selection.
-    let cms: Api<ConfigMap> = Api::namespaced(srv.client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     let selector = format!("{LABEL_VM}=true,{LABEL_CLUSTER}=shoot-a,{LABEL_CLASS}=pool");
     let records = cms
         .list(&ListParams::default().labels(&selector))
@@ -177,7 +178,7 @@ async fn vms_survive_a_provider_restart() {
 
     drop(p1);
     let restarted_at = k8s_openapi::jiff::Timestamp::now();
-    let p2 = LocalProvider::with_config(srv.client.clone(), srv.client.clone(), "shoot-a", fast())
+    let p2 = LocalProvider::with_config(srv.client(), srv.client(), "shoot-a", fast())
         .await
         .unwrap();
     assert_eq!(list(&p2, &c).await, before, "ListMachines after restart");
@@ -191,7 +192,7 @@ async fn vms_survive_a_provider_restart() {
     assert_eq!(list(&p2, &c).await, before);
 
     // The new simulator took the nodes over: still Ready, leases renewed.
-    let leases: Api<Lease> = Api::namespaced(srv.client.clone(), "kube-node-lease");
+    let leases: Api<Lease> = Api::namespaced(srv.client(), "kube-node-lease");
     for name in ["m1", "m2", "m3", "b1"] {
         eventually("lease renewed after restart", 10, || async {
             let l = leases.get(name).await.unwrap();
@@ -206,7 +207,7 @@ async fn vms_survive_a_provider_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_create_fault_from_the_provider_spec() {
     let srv = start().await;
-    let p = LocalProvider::with_config(srv.client.clone(), srv.client.clone(), "shoot-a", fast())
+    let p = LocalProvider::with_config(srv.client(), srv.client(), "shoot-a", fast())
         .await
         .unwrap();
     let c = class(
@@ -231,13 +232,13 @@ async fn fail_create_fault_from_the_provider_spec() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vm_vanishes_on_node_annotation() {
     let srv = start().await;
-    let p = LocalProvider::with_config(srv.client.clone(), srv.client.clone(), "shoot-a", fast())
+    let p = LocalProvider::with_config(srv.client(), srv.client(), "shoot-a", fast())
         .await
         .unwrap();
     let c = class("pool", Value::Null);
     let m = Machine::test("m1").class("pool");
     create(&p, &c, &m).await.unwrap();
-    let nodes: Api<Node> = Api::all(srv.client.clone());
+    let nodes: Api<Node> = Api::all(srv.client());
     eventually("node Ready", 10, || async {
         nodes.get_opt("m1").await.unwrap().filter(ready)
     })
@@ -253,7 +254,7 @@ async fn vm_vanishes_on_node_annotation() {
     })
     .await;
     assert!(list(&p, &c).await.is_empty());
-    let cms: Api<ConfigMap> = Api::namespaced(srv.client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     let left = cms
         .list(&ListParams::default().labels(&format!("{LABEL_VM}=true")))
         .await
@@ -284,7 +285,7 @@ async fn vm_vanishes_on_node_annotation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_update_call_delay_and_invalid_specs() {
     let srv = start().await;
-    let p = LocalProvider::with_config(srv.client.clone(), srv.client.clone(), "shoot-a", fast())
+    let p = LocalProvider::with_config(srv.client(), srv.client(), "shoot-a", fast())
         .await
         .unwrap();
     let c = class("pool", json!({"tags": {"team": "a"}, "callDelay": "300ms"}));
@@ -309,7 +310,7 @@ async fn hot_update_call_delay_and_invalid_specs() {
     };
     let retagged = class("pool", json!({"tags": {"team": "b"}}));
     update(&retagged).await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(srv.client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
     let vm_id = id.rsplit('/').next().unwrap();
     let rec = cms.get(&format!("localvm-{vm_id}")).await.unwrap();
     assert_eq!(rec.data.unwrap()["tags"], r#"{"team":"b"}"#);

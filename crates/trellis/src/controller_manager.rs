@@ -286,10 +286,10 @@ pub async fn run_controllers(
     // The cloud profile controllers (NamespacedCloudProfile rendering,
     // shoot maintenance) live in the control cluster, next to the CRDs.
     let profiles = async {
-        match profiles {
-            Some(c) => gcm::run(control, c, shutdown).await,
-            None => Ok(()),
+        if let Some(c) = profiles {
+            gcm::run(control, c, shutdown).await;
         }
+        anyhow::Ok(())
     };
     let result = tokio::try_join!(machines, profiles).map(|_| ());
     provider.simulator().shutdown();

@@ -293,6 +293,8 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
     // The shoot flow: gardenlet (a control namespace, a Cluster, a Worker
     // and an own API server with machine controllers per Shoot) and the
     // Worker controller for `type: local`.
+    // Neither can fail, only end; `try_join!` below needs them as results
+    // so that a failing machine controller still ends the join at once.
     let gardenlet = gardenlet::run(
         client.clone(),
         gardenlet::Config {
@@ -300,12 +302,14 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
             ..gardenlet::Config::default()
         },
         controllers_shutdown.clone(),
-    );
+    )
+    .map(anyhow::Ok);
     let workers = extension_local::run(
         client.clone(),
         extension_local::Config::default(),
         controllers_shutdown,
-    );
+    )
+    .map(anyhow::Ok);
     let mut controllers =
         tokio::spawn(async move { tokio::try_join!(machines, gardenlet, workers).map(|_| ()) });
     println!(

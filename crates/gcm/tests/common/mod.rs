@@ -1,61 +1,39 @@
-//! What the scenario tests share: an embedded API server with Gardener's
-//! CRDs on a random local port, the controllers running against it, object
-//! builders and polling.
+//! What the scenario tests share beyond the test kit: an embedded API
+//! server with Gardener's CRDs and the project namespace, the controllers
+//! running against it, and object builders.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::FutureExt;
 use futures::future::Shared;
 use gardener::{CloudProfile, NamespacedCloudProfile, Shoot};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
+
+pub use testkit::{create, eventually};
 
 /// The namespace (project) the tests work in.
 pub const NS: &str = "garden-dev";
 
 /// Starts an embedded API server with the Gardener CRDs installed and
-/// returns a client of it (without kube's retries, so failures show).
+/// the namespace [`NS`], and returns a client of it (without kube's
+/// retries, so failures show).
 pub async fn server() -> kube::Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    for crd in gardener::crds() {
-        apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
-            .await
-            .unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    let client = testkit::cluster(gardener::crds()).await.client();
+    testkit::namespace(&client, NS).await;
     client
 }
 
 /// The running controllers; dropping this does not stop them, `stop` does.
 pub struct Running {
     stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<anyhow::Result<()>>,
+    done: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
@@ -67,8 +45,7 @@ impl Running {
         tokio::time::timeout(Duration::from_secs(10), &mut self.done)
             .await
             .expect("controllers stop")
-            .expect("controller task")
-            .expect("controllers ran");
+            .expect("controller task");
     }
 }
 
@@ -81,27 +58,6 @@ pub fn start(client: &kube::Client, config: gcm::Config) -> Running {
         stop: Some(tx),
         done,
     }
-}
-
-/// Polls `f` every 50 ms until it holds; fails the test after `secs`.
-pub async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Creates an object from JSON.
-pub async fn create<K>(api: &Api<K>, obj: Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let typed: K = serde_json::from_value(obj).unwrap();
-    api.create(&PostParams::default(), &typed).await.unwrap()
 }
 
 /// A machine image version entry.

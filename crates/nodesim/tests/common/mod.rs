@@ -1,62 +1,19 @@
-//! Test harness: the embedded API server on an ephemeral loopback port over
-//! the in-memory store, a kube-rs client pointed at it, and polling helpers.
+//! What the simulator tests share beyond the test kit: its timing preset
+//! with status reports due within a test's run.
 
 #![allow(dead_code)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use nodesim::SimConfig;
 
-pub struct TestServer {
-    pub server: Arc<apiserver::Server>,
-    pub client: kube::Client,
-}
+pub use testkit::{bare_cluster as start, eventually};
 
-pub async fn start() -> TestServer {
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .expect("server starts");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let srv = server.clone();
-    tokio::spawn(async move { srv.serve(listener, std::future::pending()).await });
-    let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).unwrap();
-    TestServer { server, client }
-}
-
-/// Timing compressed so that a test sees boots, renewals and grace periods
-/// within a few seconds.
+/// The kit's fast timing, with full status reports every minute instead of
+/// every five, so a long test sees one.
 pub fn fast() -> SimConfig {
     SimConfig {
-        lease_renew_interval: Duration::from_millis(300),
-        node_monitor_grace_period: Duration::from_secs(1),
         status_report_interval: Duration::from_secs(60),
-        tick: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        ..SimConfig::default()
-    }
-}
-
-/// Polls `f` until it returns `Some`, for up to `secs` seconds.
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not reached within {secs}s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        ..testkit::sim::fast()
     }
 }

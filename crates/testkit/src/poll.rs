@@ -1,0 +1,74 @@
+//! Polling until a condition holds: the one way tests wait for controllers.
+
+use std::time::Duration;
+
+/// How often a condition is polled: fast enough that a test does not wait
+/// noticeably longer than the system under test, slow enough not to load
+/// the API server the test is watching.
+const INTERVAL: Duration = Duration::from_millis(50);
+
+/// What a polled condition returns: `bool` (holds or not) or `Option<T>`
+/// (`Some` holds and hands back what it found).
+pub trait Outcome {
+    /// What [`eventually`] returns once the condition holds.
+    type Value;
+    fn reached(self) -> Option<Self::Value>;
+}
+
+impl Outcome for bool {
+    type Value = ();
+    fn reached(self) -> Option<()> {
+        self.then_some(())
+    }
+}
+
+impl<T> Outcome for Option<T> {
+    type Value = T;
+    fn reached(self) -> Option<T> {
+        self
+    }
+}
+
+/// Polls `check` until it holds and returns what it found; fails the test,
+/// naming `what`, once `secs` seconds have passed.
+pub async fn eventually<O: Outcome>(
+    what: &str,
+    secs: u64,
+    mut check: impl AsyncFnMut() -> O,
+) -> O::Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await.reached() {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what} ({secs}s)"
+        );
+        tokio::time::sleep(INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn returns_what_an_option_found_and_unit_for_a_bool() {
+        let mut polls = 0;
+        let found = eventually("the third poll", 5, async || {
+            polls += 1;
+            (polls == 3).then_some(polls)
+        })
+        .await;
+        assert_eq!(found, 3);
+        let mut held = false;
+        eventually("a flag", 5, async || std::mem::replace(&mut held, true)).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "timed out waiting for never (0s)")]
+    async fn fails_the_test_naming_what_it_waited_for() {
+        eventually("never", 0, async || false).await;
+    }
+}
