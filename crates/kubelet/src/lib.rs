@@ -20,10 +20,14 @@
 pub mod backoff;
 pub mod crilog;
 pub mod env;
+pub mod exec;
 pub mod hosts;
 pub mod imagemap;
 pub mod ipam;
 pub mod plan;
 pub mod probe;
+pub mod runtime;
 pub mod schedule;
+pub mod shim;
+pub mod state;
 pub mod view;
