@@ -187,12 +187,12 @@ impl ClusterBuilder {
             .await
             .map_err(|e| ClusterError::ServerStartFailed(e.into()))?;
         for crd in &self.crds {
-            crate::crd::install(&server, crd).await.map_err(|e| {
-                ClusterError::CrdInstallFailed {
+            crate::server::install_crd(&server, crd)
+                .await
+                .map_err(|e| ClusterError::CrdInstallFailed {
                     name: crd["metadata"]["name"].as_str().unwrap_or("").to_string(),
                     source: e.into(),
-                }
-            })?;
+                })?;
         }
         let listener = match self.listen {
             Listen::Listener(l) => l,
