@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{eventually, start};
+use common::start;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
@@ -21,6 +21,7 @@ use kube::api::{
 };
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
+use testkit::eventually;
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     serde_json::from_value(json!({
@@ -309,7 +310,7 @@ async fn reflector_stays_in_sync_across_410() {
         v.sort();
         v
     };
-    eventually(5, || {
+    eventually("the reflector's five ConfigMaps", 5, || {
         let s = snapshot(&reader);
         async move { (s.len() == 5).then_some(()) }
     })
@@ -330,7 +331,7 @@ async fn reflector_stays_in_sync_across_410() {
     )
     .await
     .unwrap();
-    eventually(5, || {
+    eventually("the reflector to see the update and the relabel", 5, || {
         let s = snapshot(&reader);
         async move { (s == ["r0=v", "r1=updated", "r4=v"]).then_some(()) }
     })
@@ -350,7 +351,7 @@ async fn reflector_stays_in_sync_across_410() {
     )
     .await
     .unwrap();
-    eventually(10, || {
+    eventually("the reflector to relist after 410 Gone", 10, || {
         let s = snapshot(&reader);
         async move { (s == ["r1=updated", "r4=after410", "r5=v"]).then_some(()) }
     })
@@ -444,7 +445,7 @@ async fn finalizer_helper_flow() {
     assert_eq!(api_err(err).0, 422);
     run(marked).await.unwrap();
     assert!(cleaned.load(std::sync::atomic::Ordering::SeqCst));
-    eventually(5, || {
+    eventually("ConfigMap f to be gone once finalized", 5, || {
         let cms = cms.clone();
         async move { cms.get_opt("f").await.unwrap().is_none().then_some(()) }
     })
@@ -483,8 +484,8 @@ async fn garbage_collection_modes() {
         .await
         .unwrap();
     assert!(cms.get_opt("bg-owner").await.unwrap().is_none());
-    eventually(5, || gone("bg-dep1")).await;
-    eventually(5, || gone("bg-dep2")).await;
+    eventually("bg-dep1 to be collected", 5, || gone("bg-dep1")).await;
+    eventually("bg-dep2 to be collected", 5, || gone("bg-dep2")).await;
 
     // Orphan: dependents stay, without the owner reference.
     let owner = cms.create(&pp, &cm("or-owner", &[])).await.unwrap();
@@ -494,7 +495,7 @@ async fn garbage_collection_modes() {
     cms.delete("or-owner", &DeleteParams::orphan())
         .await
         .unwrap();
-    eventually(5, || gone("or-owner")).await;
+    eventually("or-owner to be gone", 5, || gone("or-owner")).await;
     let dep = cms.get("or-dep").await.unwrap();
     assert!(dep.metadata.owner_references.unwrap_or_default().is_empty());
 
@@ -510,7 +511,7 @@ async fn garbage_collection_modes() {
     cms.delete("fg-owner", &DeleteParams::foreground())
         .await
         .unwrap();
-    eventually(5, || gone("fg-free")).await;
+    eventually("fg-free to be collected", 5, || gone("fg-free")).await;
     let o = cms.get("fg-owner").await.unwrap();
     assert!(
         o.metadata
@@ -533,8 +534,8 @@ async fn garbage_collection_modes() {
     )
     .await
     .unwrap();
-    eventually(5, || gone("fg-held")).await;
-    eventually(5, || gone("fg-owner")).await;
+    eventually("fg-held to be gone", 5, || gone("fg-held")).await;
+    eventually("fg-owner to be gone", 5, || gone("fg-owner")).await;
 
     // Explicit propagation policy values are checked.
     let dp = DeleteParams {
@@ -776,7 +777,7 @@ async fn custom_resources() {
     crds.delete("widgets.example.com", &DeleteParams::default())
         .await
         .unwrap();
-    eventually(10, || {
+    eventually("the CRD widgets.example.com to be gone", 10, || {
         let crds = crds.clone();
         async move {
             crds.get_opt("widgets.example.com")
@@ -816,7 +817,7 @@ async fn namespace_deletion_empties_it() {
         .await
         .unwrap_err();
     assert_eq!(api_err(err).0, 403);
-    eventually(10, || {
+    eventually("namespace scratch to be gone", 10, || {
         let nss = nss.clone();
         async move {
             nss.get_opt("scratch")
@@ -868,7 +869,7 @@ async fn eviction_respects_disruption_budgets() {
     }))
     .unwrap();
     pdbs.create(&PostParams::default(), &pdb).await.unwrap();
-    eventually(5, || {
+    eventually("the disruption budget's status", 5, || {
         let pdbs = pdbs.clone();
         async move {
             let s = pdbs.get("guard").await.unwrap().status?;
@@ -879,7 +880,7 @@ async fn eviction_respects_disruption_budgets() {
     pods.evict("p1", &kube::api::EvictParams::default())
         .await
         .unwrap();
-    eventually(5, || {
+    eventually("pod p1 to be evicted", 5, || {
         let pods = pods.clone();
         async move { pods.get_opt("p1").await.unwrap().is_none().then_some(()) }
     })

@@ -9,13 +9,14 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{eventually, start};
+use common::start;
 use http::HeaderMap;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
+use testkit::eventually;
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 
@@ -142,7 +143,7 @@ async fn install_widgets(h: &Http, extra_field: bool) {
         let r = h.post(crds, &widget_crd(extra_field)).await;
         assert_eq!(r.code, 201, "{}", String::from_utf8_lossy(&r.body));
     }
-    eventually(10, || async {
+    eventually("widgets to be served", 10, || async {
         (h.get("/apis/example.com/v1/widgets", "").await.code == 200).then_some(())
     })
     .await;
@@ -239,7 +240,7 @@ async fn openapi_hash_follows_crds() {
     let before = root_hashes(&h).await;
     assert!(before.get("apis/example.com/v1").is_none());
     install_widgets(&h, false).await;
-    let after = eventually(10, || async {
+    let after = eventually("the widgets group in the OpenAPI v3 root", 10, || async {
         let p = root_hashes(&h).await;
         p.get("apis/example.com/v1").is_some().then_some(p)
     })
@@ -284,7 +285,7 @@ async fn openapi_hash_follows_crds() {
     );
     // A schema change moves the hash of that document only.
     install_widgets(&h, true).await;
-    let changed = eventually(10, || async {
+    let changed = eventually("the widgets document's hash to change", 10, || async {
         let p = root_hashes(&h).await;
         (p["apis/example.com/v1"]["serverRelativeURL"].as_str() != Some(url.as_str())).then_some(p)
     })
@@ -496,7 +497,7 @@ async fn tables_for_custom_resources() {
         .code,
         201
     );
-    eventually(10, || async {
+    eventually("gadgets to be served", 10, || async {
         (h.get("/apis/example.com/v1/gadgets", "").await.code == 200).then_some(())
     })
     .await;

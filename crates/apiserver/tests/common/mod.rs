@@ -1,11 +1,13 @@
-//! Test harness: an API server on an ephemeral loopback port over the
-//! in-memory store, and a kube-rs client pointed at it.
+//! What the API server's tests share: servers started through the
+//! embedded-cluster builder (plain, or HTTPS with authentication, RBAC and
+//! an audit log) with the fields the tests read, and clients built from
+//! kubeconfigs as users build them.
 
 #![allow(dead_code)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use apiserver::cluster::Cluster;
 use apiserver::{Config, Server};
 
 pub struct TestServer {
@@ -18,41 +20,20 @@ pub async fn start() -> TestServer {
     start_with(Config::default()).await
 }
 
+/// A server with `config` on an in-memory store, over plain HTTP; its
+/// client does not retry (kube-rs retries 429s by itself; tests want to
+/// see them).
 pub async fn start_with(config: Config) -> TestServer {
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = Server::start(store, config).await.expect("server starts");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let srv = server.clone();
-    tokio::spawn(async move { srv.serve(listener, std::future::pending()).await });
-    let url = format!("http://{addr}");
-    let mut config = kube::Config::new(url.parse().unwrap());
-    // kube-rs retries 429s by itself; tests want to see them.
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).unwrap();
+    testkit::init_tracing();
+    let cluster = Cluster::builder()
+        .config(config)
+        .start()
+        .await
+        .expect("server starts");
     TestServer {
-        server,
-        client,
-        url,
-    }
-}
-
-/// Polls `f` until it returns `Some`, for up to `secs` seconds.
-pub async fn eventually<T, F, Fut>(secs: u64, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "condition not reached within {secs}s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        server: cluster.server().clone(),
+        client: cluster.client(),
+        url: cluster.url().to_string(),
     }
 }
 
@@ -76,16 +57,15 @@ pub async fn start_secure(token_file: &str) -> SecureServer {
         audit_log: Some(dir.path().join("audit.log")),
         ..Config::default()
     };
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = Server::start(store, config).await.expect("server starts");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let srv = server.clone();
-    let tls = pki.tls_config();
-    tokio::spawn(async move { srv.serve_tls(listener, tls, std::future::pending()).await });
+    let cluster = Cluster::builder()
+        .config(config)
+        .tls(pki.clone())
+        .start()
+        .await
+        .expect("server starts");
     SecureServer {
-        server,
-        url: format!("https://{addr}"),
+        server: cluster.server().clone(),
+        url: cluster.url().to_string(),
         pki,
         dir,
     }
@@ -129,10 +109,7 @@ impl SecureServer {
         let yaml = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n{cluster}contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n{user}"
         );
-        let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
-        let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap();
+        let mut config = testkit::kubeconfig(&yaml).await.unwrap();
         config.default_retry = false;
         kube::Client::try_from(config).unwrap()
     }
