@@ -30,6 +30,11 @@ macro_rules! apps {
         concat!("io.k8s.api.apps.v1.", $d)
     };
 }
+macro_rules! batch {
+    ($d:literal) => {
+        concat!("io.k8s.api.batch.v1.", $d)
+    };
+}
 macro_rules! meta {
     ($d:literal) => {
         concat!("io.k8s.apimachinery.pkg.apis.meta.v1.", $d)
@@ -69,6 +74,10 @@ const ROOTS: &[(&str, &str, &str)] = &[
     ("events.k8s.io", "Event", "io.k8s.api.events.v1.Event"),
     ("apps", "Deployment", apps!("Deployment")),
     ("apps", "StatefulSet", apps!("StatefulSet")),
+    ("apps", "ReplicaSet", apps!("ReplicaSet")),
+    ("apps", "ControllerRevision", apps!("ControllerRevision")),
+    ("batch", "Job", batch!("Job")),
+    ("batch", "CronJob", batch!("CronJob")),
     (
         "policy",
         "PodDisruptionBudget",
@@ -173,6 +182,28 @@ const CHILDREN: &[(&str, &str, &str)] = &[
         core!("PodTemplateSpec"),
     ),
     (apps!("StatefulSetSpec"), "selector", meta!("LabelSelector")),
+    (apps!("ReplicaSet"), "spec", apps!("ReplicaSetSpec")),
+    (apps!("ReplicaSet"), "status", apps!("ReplicaSetStatus")),
+    (
+        apps!("ReplicaSetSpec"),
+        "template",
+        core!("PodTemplateSpec"),
+    ),
+    (apps!("ReplicaSetSpec"), "selector", meta!("LabelSelector")),
+    (batch!("Job"), "spec", batch!("JobSpec")),
+    (batch!("Job"), "status", batch!("JobStatus")),
+    (batch!("JobSpec"), "template", core!("PodTemplateSpec")),
+    (batch!("JobSpec"), "selector", meta!("LabelSelector")),
+    (batch!("CronJob"), "spec", batch!("CronJobSpec")),
+    (batch!("CronJob"), "status", batch!("CronJobStatus")),
+    (
+        batch!("CronJobSpec"),
+        "jobTemplate",
+        batch!("JobTemplateSpec"),
+    ),
+    (batch!("JobTemplateSpec"), "metadata", OBJECT_META),
+    (batch!("JobTemplateSpec"), "spec", batch!("JobSpec")),
+    (batch!("CronJobStatus"), "active", core!("ObjectReference")),
     (
         policy!("PodDisruptionBudget"),
         "spec",
@@ -340,6 +371,16 @@ const LISTS: &[(&str, &str, BuiltinList)] = &[
         BuiltinList::Map(&["type"]),
     ),
     (
+        apps!("ReplicaSetStatus"),
+        "conditions",
+        BuiltinList::Map(&["type"]),
+    ),
+    (
+        batch!("JobStatus"),
+        "conditions",
+        BuiltinList::Map(&["type"]),
+    ),
+    (
         policy!("PodDisruptionBudgetStatus"),
         "conditions",
         BuiltinList::Map(&["type"]),
@@ -361,6 +402,8 @@ const VALUE_FIELDS: &[(&str, &str)] = &[
     (apps!("DeploymentSpec"), "strategy"),
     (apps!("StatefulSetSpec"), "template"),
     (apps!("StatefulSetSpec"), "updateStrategy"),
+    (batch!("JobSpec"), "template"),
+    (batch!("CronJobSpec"), "jobTemplate"),
     (core!("Container"), "resources"),
     (core!("EphemeralContainer"), "resources"),
     (core!("ServiceStatus"), "loadBalancer"),

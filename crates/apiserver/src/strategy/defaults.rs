@@ -338,6 +338,82 @@ pub fn stateful_set(o: &mut Map<String, Value>) {
     }
 }
 
+/// ReplicaSets: one replica unless set (`SetDefaults_ReplicaSet`).
+pub fn replica_set(o: &mut Map<String, Value>) {
+    let Some(spec) = child(o, "spec") else {
+        return;
+    };
+    set(spec, "replicas", json!(1));
+    pod_template(spec);
+}
+
+/// Jobs (`SetDefaults_Job`): one completion at a time unless either is
+/// set, a back-off limit of 6, non-indexed, not suspended, replacing pods
+/// once terminating or failed; the template's labels label the Job.
+pub fn job(o: &mut Map<String, Value>) {
+    let template_labels = o
+        .get("spec")
+        .and_then(|s| s.pointer("/template/metadata/labels"))
+        .filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+        .cloned();
+    if let Some(labels) = template_labels
+        && o.get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .is_none_or(|m| m.is_empty())
+        && let Some(meta) = child(o, "metadata")
+    {
+        meta.insert("labels".into(), labels);
+    }
+    let Some(spec) = child(o, "spec") else {
+        return;
+    };
+    job_spec(spec);
+}
+
+fn job_spec(spec: &mut Map<String, Value>) {
+    if unset(spec, "completions") && unset(spec, "parallelism") {
+        spec.insert("completions".into(), json!(1));
+        spec.insert("parallelism".into(), json!(1));
+    }
+    set(spec, "parallelism", json!(1));
+    if unset(spec, "backoffLimit") {
+        let limit = if unset(spec, "backoffLimitPerIndex") {
+            6
+        } else {
+            i64::from(i32::MAX)
+        };
+        spec.insert("backoffLimit".into(), json!(limit));
+    }
+    set_str(spec, "completionMode", "NonIndexed");
+    set(spec, "suspend", json!(false));
+    let replacement = if unset(spec, "podFailurePolicy") {
+        "TerminatingOrFailed"
+    } else {
+        "Failed"
+    };
+    set_str(spec, "podReplacementPolicy", replacement);
+    pod_template(spec);
+}
+
+/// CronJobs (`SetDefaults_CronJob`): concurrent runs allowed, not
+/// suspended, three successful and one failed Job kept. The Job template's
+/// own spec gets only its pod template's defaults, as upstream.
+pub fn cron_job(o: &mut Map<String, Value>) {
+    let Some(spec) = child(o, "spec") else {
+        return;
+    };
+    set_str(spec, "concurrencyPolicy", "Allow");
+    set(spec, "suspend", json!(false));
+    set(spec, "successfulJobsHistoryLimit", json!(3));
+    set(spec, "failedJobsHistoryLimit", json!(1));
+    if let Some(t) = child(spec, "jobTemplate")
+        && let Some(js) = child(t, "spec")
+    {
+        pod_template(js);
+    }
+}
+
 pub fn service(o: &mut Map<String, Value>) {
     let Some(spec) = child(o, "spec") else {
         return;
@@ -687,6 +763,65 @@ mod tests {
                     (
                         "/spec/sessionAffinityConfig/clientIP/timeoutSeconds",
                         Some(json!(10800)),
+                    ),
+                ],
+            },
+            Case {
+                name: "replicaset",
+                group: "apps",
+                kind: "ReplicaSet",
+                input: json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i:1"}]}}}}),
+                want: vec![
+                    ("/spec/replicas", Some(json!(1))),
+                    ("/spec/template/spec/restartPolicy", Some(json!("Always"))),
+                ],
+            },
+            Case {
+                name: "job",
+                group: "batch",
+                kind: "Job",
+                input: json!({"spec": {"template": {"metadata": {"labels": {"a": "b"}},
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i:1"}]}}}}),
+                want: vec![
+                    ("/metadata/labels/a", Some(json!("b"))),
+                    ("/spec/completions", Some(json!(1))),
+                    ("/spec/parallelism", Some(json!(1))),
+                    ("/spec/backoffLimit", Some(json!(6))),
+                    ("/spec/completionMode", Some(json!("NonIndexed"))),
+                    ("/spec/suspend", Some(json!(false))),
+                    (
+                        "/spec/podReplacementPolicy",
+                        Some(json!("TerminatingOrFailed")),
+                    ),
+                    ("/spec/template/spec/restartPolicy", Some(json!("Never"))),
+                ],
+            },
+            Case {
+                name: "job with parallelism only",
+                group: "batch",
+                kind: "Job",
+                input: json!({"spec": {"parallelism": 3}}),
+                want: vec![
+                    ("/spec/completions", None),
+                    ("/spec/parallelism", Some(json!(3))),
+                ],
+            },
+            Case {
+                name: "cronjob",
+                group: "batch",
+                kind: "CronJob",
+                input: json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {
+                    "template": {"spec": {"containers": [{"name": "c", "image": "i:1"}]}}}}}}),
+                want: vec![
+                    ("/spec/concurrencyPolicy", Some(json!("Allow"))),
+                    ("/spec/suspend", Some(json!(false))),
+                    ("/spec/successfulJobsHistoryLimit", Some(json!(3))),
+                    ("/spec/failedJobsHistoryLimit", Some(json!(1))),
+                    // The Job template's spec keeps only pod defaults.
+                    ("/spec/jobTemplate/spec/backoffLimit", None),
+                    (
+                        "/spec/jobTemplate/spec/template/spec/restartPolicy",
+                        Some(json!("Always")),
                     ),
                 ],
             },

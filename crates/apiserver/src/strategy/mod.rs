@@ -13,12 +13,14 @@
 //! own use [`Typed`], which only checks that an object decodes as the
 //! typed Kubernetes kind.
 
+pub mod controller_revision;
 pub mod crd;
 pub mod custom;
 pub mod defaults;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod event;
+pub mod job;
 pub mod lease;
 pub mod namespace;
 pub mod node;
@@ -313,6 +315,21 @@ fn defs() -> Vec<Def> {
             )
         },
         Def {
+            short: &["rs"],
+            categories: &["all"],
+            status: true,
+            scale: true,
+            ..def(
+                "apps",
+                "v1",
+                "replicasets",
+                "replicaset",
+                "ReplicaSet",
+                true,
+                &workload::REPLICA_SET,
+            )
+        },
+        Def {
             short: &["sts"],
             categories: &["all"],
             status: true,
@@ -325,6 +342,34 @@ fn defs() -> Vec<Def> {
                 "StatefulSet",
                 true,
                 &workload::STATEFUL_SET,
+            )
+        },
+        def(
+            "apps",
+            "v1",
+            "controllerrevisions",
+            "controllerrevision",
+            "ControllerRevision",
+            true,
+            &controller_revision::ControllerRevision,
+        ),
+        Def {
+            categories: &["all"],
+            status: true,
+            ..def("batch", "v1", "jobs", "job", "Job", true, &job::Job)
+        },
+        Def {
+            short: &["cj"],
+            categories: &["all"],
+            status: true,
+            ..def(
+                "batch",
+                "v1",
+                "cronjobs",
+                "cronjob",
+                "CronJob",
+                true,
+                &job::CronJob,
             )
         },
         Def {

@@ -30,7 +30,10 @@ fn the_catalogue_names_a_strategy_for_every_kind() {
         [
             "EndpointSlice",
             "Deployment",
+            "ReplicaSet",
             "StatefulSet",
+            "Job",
+            "CronJob",
             "PodDisruptionBudget",
             "CustomResourceDefinition",
             "MutatingWebhookConfiguration",

@@ -1,6 +1,6 @@
-//! Workloads (Deployments and StatefulSets): non-negative replicas, a
-//! selector that is not empty and matches the pod template's labels, kube's
-//! defaults, and `generation`.
+//! Workloads (Deployments, ReplicaSets and StatefulSets): non-negative
+//! replicas, a selector that is not empty and matches the pod template's
+//! labels, kube's defaults, and `generation`.
 
 use std::marker::PhantomData;
 
@@ -33,6 +33,18 @@ impl WorkloadSpec for apps::StatefulSet {
     }
 }
 
+impl WorkloadSpec for apps::ReplicaSet {
+    fn parts(&self) -> Option<(Option<i32>, &LabelSelector, Option<&ObjectMeta>)> {
+        self.spec.as_ref().map(|s| {
+            (
+                s.replicas,
+                &s.selector,
+                s.template.as_ref().and_then(|t| t.metadata.as_ref()),
+            )
+        })
+    }
+}
+
 /// A workload kind `T`.
 pub struct Workload<T> {
     defaults: fn(&mut Map<String, Value>),
@@ -47,6 +59,10 @@ impl<T> std::fmt::Debug for Workload<T> {
 
 pub static DEPLOYMENT: Workload<apps::Deployment> = Workload {
     defaults: super::defaults::deployment,
+    kind: PhantomData,
+};
+pub static REPLICA_SET: Workload<apps::ReplicaSet> = Workload {
+    defaults: super::defaults::replica_set,
     kind: PhantomData,
 };
 pub static STATEFUL_SET: Workload<apps::StatefulSet> = Workload {

@@ -102,6 +102,59 @@ pub(crate) fn cells(res: &Resource, obj: &Value, now: DateTime<Utc>) -> Vec<Valu
                 json!(selector_string(obj.pointer("/spec/selector"))),
             ]
         }
+        ("apps", "ReplicaSet") => {
+            let (containers, images) = template_containers(obj);
+            vec![
+                name,
+                json!(
+                    obj.pointer("/spec/replicas")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                ),
+                json!(int_at(obj, "/status/replicas")),
+                json!(int_at(obj, "/status/readyReplicas")),
+                age,
+                json!(containers),
+                json!(images),
+                json!(selector_string(obj.pointer("/spec/selector"))),
+            ]
+        }
+        ("apps", "ControllerRevision") => vec![
+            name,
+            json!(controller_name(obj)),
+            json!(int_at(obj, "/revision")),
+            age,
+        ],
+        ("batch", "Job") => job_cells(obj, name, age, now),
+        ("batch", "CronJob") => {
+            let (containers, images) = containers_at(obj, "/spec/jobTemplate/spec/template");
+            let last = match obj
+                .pointer("/status/lastScheduleTime")
+                .and_then(Value::as_str)
+            {
+                Some(t) => super::age(t, now),
+                None => "<none>".into(),
+            };
+            let suspend = match obj.pointer("/spec/suspend").and_then(Value::as_bool) {
+                Some(true) => "True",
+                Some(false) => "False",
+                None => "<unset>",
+            };
+            vec![
+                name,
+                json!(str_at(obj, "/spec/schedule")),
+                json!(or(str_at(obj, "/spec/timeZone"), "<none>")),
+                json!(suspend),
+                json!(len_at(obj, "/status/active")),
+                json!(last),
+                age,
+                json!(containers),
+                json!(images),
+                json!(selector_string(
+                    obj.pointer("/spec/jobTemplate/spec/selector")
+                )),
+            ]
+        }
         ("apps", "StatefulSet") => {
             let (containers, images) = template_containers(obj);
             vec![
@@ -266,8 +319,13 @@ pub(super) fn selector_string(sel: Option<&Value>) -> String {
 }
 
 pub(super) fn template_containers(obj: &Value) -> (String, String) {
+    containers_at(obj, "/spec/template")
+}
+
+/// The container names and images of the pod template at `template`.
+pub(super) fn containers_at(obj: &Value, template: &str) -> (String, String) {
     let cs = obj
-        .pointer("/spec/template/spec/containers")
+        .pointer(&format!("{template}/spec/containers"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
@@ -688,5 +746,93 @@ pub(super) fn event_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         json!(first),
         json!(count),
         json!(str_at(obj, "/metadata/name")),
+    ]
+}
+
+/// `kind.group/name` of an object's controller (`<none>` without one), as
+/// kubectl prints a ControllerRevision's owner.
+pub(super) fn controller_name(obj: &Value) -> String {
+    let controller = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|refs| {
+            refs.iter()
+                .find(|r| r.get("controller") == Some(&json!(true)))
+        });
+    let Some(r) = controller else {
+        return "<none>".into();
+    };
+    let group = str_at(r, "/apiVersion")
+        .rsplit_once('/')
+        .map(|(g, _)| g)
+        .unwrap_or("");
+    let kind = str_at(r, "/kind").to_lowercase();
+    let kind = if group.is_empty() {
+        kind
+    } else {
+        format!("{kind}.{group}")
+    };
+    format!("{kind}/{}", str_at(r, "/name"))
+}
+
+/// A Job's row: its state from the conditions that are True, completions
+/// out of the wanted ones, and how long it ran.
+pub(super) fn job_cells(obj: &Value, name: Value, age: Value, now: DateTime<Utc>) -> Vec<Value> {
+    let succeeded = int_at(obj, "/status/succeeded");
+    let completions = match obj.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(c) => format!("{succeeded}/{c}"),
+        None => {
+            let parallelism = int_at(obj, "/spec/parallelism");
+            if parallelism > 1 {
+                format!("{succeeded}/1 of {parallelism}")
+            } else {
+                format!("{succeeded}/1")
+            }
+        }
+    };
+    let time = |ptr: &str| {
+        obj.pointer(ptr)
+            .and_then(Value::as_str)
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+    };
+    let duration = match (time("/status/startTime"), time("/status/completionTime")) {
+        (None, _) => String::new(),
+        (Some(start), None) => super::human_duration(now - start),
+        (Some(start), Some(end)) => super::human_duration(end - start),
+    };
+    let has = |t: &str| {
+        obj.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| str_at(c, "/type") == t && str_at(c, "/status") == "True")
+            })
+    };
+    let status = if has("Complete") {
+        "Complete"
+    } else if has("Failed") {
+        "Failed"
+    } else if obj.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating"
+    } else if has("Suspended") {
+        "Suspended"
+    } else if has("FailureTarget") {
+        "FailureTarget"
+    } else if has("SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else {
+        "Running"
+    };
+    let (containers, images) = template_containers(obj);
+    vec![
+        name,
+        json!(status),
+        json!(completions),
+        json!(duration),
+        age,
+        json!(containers),
+        json!(images),
+        json!(selector_string(obj.pointer("/spec/selector"))),
     ]
 }

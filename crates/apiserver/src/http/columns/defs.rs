@@ -445,6 +445,144 @@ pub(super) fn builtin_columns(group: &str, kind: &str) -> Option<&'static [Col]>
                 "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."
             ),
         ],
+        ("apps", "ReplicaSet") => cols![
+            NAME,
+            c(
+                "Desired",
+                "integer",
+                0,
+                "Replicas is the number of desired pods. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/#replicaset"
+            ),
+            c(
+                "Current",
+                "integer",
+                0,
+                "Replicas is the most recently observed number of non-terminating pods. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset"
+            ),
+            c(
+                "Ready",
+                "integer",
+                0,
+                "The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition."
+            ),
+            AGE,
+            c(
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template."
+            ),
+            c(
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template."
+            ),
+            c(
+                "Selector",
+                "string",
+                1,
+                "Selector is a label query over pods that should match the replica count. Label keys and values that must match in order to be controlled by this replica set. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
+            ),
+        ],
+        ("apps", "ControllerRevision") => cols![
+            NAME,
+            c("Controller", "string", 0, "Controller of the object"),
+            c(
+                "Revision",
+                "string",
+                0,
+                "Revision indicates the revision of the state represented by Data."
+            ),
+            AGE,
+        ],
+        ("batch", "Job") => cols![
+            NAME,
+            c("Status", "string", 0, "Status of the job."),
+            c(
+                "Completions",
+                "string",
+                0,
+                "The number of pods which reached phase Succeeded. The value increases monotonically for a given spec. However, it may decrease in reaction to scale down of elastic indexed jobs."
+            ),
+            c(
+                "Duration",
+                "string",
+                0,
+                "Time required to complete the job."
+            ),
+            AGE,
+            c(
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template."
+            ),
+            c(
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template."
+            ),
+            c(
+                "Selector",
+                "string",
+                1,
+                "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
+            ),
+        ],
+        ("batch", "CronJob") => cols![
+            NAME,
+            c(
+                "Schedule",
+                "string",
+                0,
+                "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."
+            ),
+            c(
+                "Timezone",
+                "string",
+                0,
+                "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will default to the time zone of the kube-controller-manager process. The set of valid time zone names and the time zone offset is loaded from the system-wide time zone database by the API server during CronJob validation and the controller manager during execution. If no system-wide time zone database can be found a bundled version of the database is used instead. If the time zone name becomes invalid during the lifetime of a CronJob or due to a change in host configuration, the controller will stop creating new new Jobs and will create a system event with the reason UnknownTimeZone. More information can be found in https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones"
+            ),
+            c(
+                "Suspend",
+                "boolean",
+                0,
+                "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false."
+            ),
+            c(
+                "Active",
+                "integer",
+                0,
+                "A list of pointers to currently running jobs."
+            ),
+            c(
+                "Last Schedule",
+                "string",
+                0,
+                "Information when was the last time the job was successfully scheduled."
+            ),
+            AGE,
+            c(
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template."
+            ),
+            c(
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template."
+            ),
+            c(
+                "Selector",
+                "string",
+                1,
+                "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors"
+            ),
+        ],
         ("apps", "StatefulSet") => cols![
             NAME,
             c("Ready", "string", 0, "Number of the pod with ready state"),

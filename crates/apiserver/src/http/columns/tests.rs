@@ -47,3 +47,85 @@ fn pod_row() {
     );
     assert_eq!(definitions(&res).len(), 9);
 }
+
+fn builtin(kind: &str) -> crate::storage::registry::Resource {
+    crate::strategy::resources()
+        .into_iter()
+        .find(|r| r.kind == kind && r.group != "events.k8s.io")
+        .unwrap()
+}
+
+#[test]
+fn workload_rows() {
+    let now = Utc::now();
+    let ago = |m: i64| (now - chrono::Duration::minutes(m)).to_rfc3339();
+    let rs = json!({"metadata": {"name": "web-abc", "creationTimestamp": ago(3)},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+        "status": {"replicas": 3, "readyReplicas": 1}});
+    assert_eq!(
+        cells(&builtin("ReplicaSet"), &rs, now),
+        [
+            json!("web-abc"),
+            json!(3),
+            json!(3),
+            json!(1),
+            json!("3m"),
+            json!("c"),
+            json!("nginx"),
+            json!("app=web")
+        ]
+    );
+    let cr = json!({"metadata": {"name": "web-7d", "creationTimestamp": ago(1),
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+                             "uid": "u", "controller": true}]}, "revision": 2});
+    assert_eq!(
+        cells(&builtin("ControllerRevision"), &cr, now),
+        [
+            json!("web-7d"),
+            json!("statefulset.apps/web"),
+            json!(2),
+            json!("60s")
+        ]
+    );
+    let job = json!({"metadata": {"name": "pi", "creationTimestamp": ago(10)},
+        "spec": {"completions": 1, "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+                 "template": {"spec": {"containers": [{"name": "pi", "image": "perl"}]}}},
+        "status": {"succeeded": 1, "startTime": ago(10),
+                   "completionTime": (now - chrono::Duration::minutes(10) + chrono::Duration::seconds(42)).to_rfc3339(),
+                   "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                                  {"type": "Complete", "status": "True"}]}});
+    let row = cells(&builtin("Job"), &job, now);
+    assert_eq!(
+        &row[..5],
+        [
+            json!("pi"),
+            json!("Complete"),
+            json!("1/1"),
+            json!("42s"),
+            json!("10m")
+        ]
+    );
+    let running = json!({"metadata": {"name": "r"}, "spec": {"parallelism": 2}, "status": {}});
+    let row = cells(&builtin("Job"), &running, now);
+    assert_eq!(&row[1..4], [json!("Running"), json!("0/1 of 2"), json!("")]);
+    let cj = json!({"metadata": {"name": "hello", "creationTimestamp": ago(5)},
+        "spec": {"schedule": "*/1 * * * *", "suspend": false, "jobTemplate": {"spec": {
+            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}},
+        "status": {"active": [{"name": "hello-1"}], "lastScheduleTime": ago(1)}});
+    let row = cells(&builtin("CronJob"), &cj, now);
+    assert_eq!(
+        &row[..8],
+        [
+            json!("hello"),
+            json!("*/1 * * * *"),
+            json!("<none>"),
+            json!("False"),
+            json!(1),
+            json!("60s"),
+            json!("5m"),
+            json!("c")
+        ]
+    );
+    assert_eq!(definitions(&builtin("CronJob")).len(), 10);
+}

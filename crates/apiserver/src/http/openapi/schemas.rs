@@ -87,6 +87,7 @@ fn generate_builtins() -> Builtins {
         "apps" "v1" "Deployment" => apps::Deployment,
         "apps" "v1" "StatefulSet" => apps::StatefulSet,
         "apps" "v1" "ReplicaSet" => apps::ReplicaSet,
+        "apps" "v1" "ControllerRevision" => apps::ControllerRevision,
         "apps" "v1" "DaemonSet" => apps::DaemonSet,
         "batch" "v1" "Job" => batch::Job,
         "batch" "v1" "CronJob" => batch::CronJob,
