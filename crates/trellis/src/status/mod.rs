@@ -67,12 +67,45 @@ async fn snapshot(client: &kube::Client, namespace: Option<&str>) -> anyhow::Res
     let (deployments, sets, machines) =
         futures::try_join!(mds.list(&lp), sets.list(&lp), machines.list(&lp))
             .context("listing machine objects")?;
+    let namespaces: std::collections::BTreeSet<String> = deployments
+        .items
+        .iter()
+        .map(|o| &o.metadata)
+        .chain(sets.items.iter().map(|o| &o.metadata))
+        .chain(machines.items.iter().map(|o| &o.metadata))
+        .filter_map(|m| m.namespace.clone())
+        .collect();
     Ok(Snapshot {
         deployments: deployments.items,
         sets: sets.items,
         machines: machines.items,
         nodes: BTreeMap::new(),
+        unserved: unserved(client, namespaces).await,
     })
+}
+
+/// The namespaces among `namespaces` that no machine controller serves,
+/// judged from the Leases the controllers renew there. A namespace whose
+/// Leases cannot be read is not reported: the tree says nothing it does not
+/// know.
+async fn unserved(
+    client: &kube::Client,
+    namespaces: std::collections::BTreeSet<String>,
+) -> BTreeMap<String, String> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let now = chrono::Utc::now();
+    let mut out = BTreeMap::new();
+    for ns in namespaces {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        let Ok(list) = leases.list(&ListParams::default()).await else {
+            continue;
+        };
+        let verdict = mcm::serving::served(&list.items, now);
+        if let Some(problem) = mcm::serving::problem(&ns, &verdict, now) {
+            out.insert(ns, problem);
+        }
+    }
+    out
 }
 
 /// The Nodes of a shoot's own API server (through the kubeconfig Secret in

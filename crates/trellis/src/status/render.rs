@@ -20,6 +20,10 @@ pub struct Snapshot {
     /// Nodes by name with their readiness, when the machines' target
     /// cluster is known (a shoot's API): shown under their machines.
     pub nodes: BTreeMap<String, bool>,
+    /// Namespaces holding machine objects that no machine controller
+    /// serves, each with the sentence saying so (`mcm::serving::problem`):
+    /// shown above the tree, since nobody writes a condition there.
+    pub unserved: BTreeMap<String, String>,
 }
 
 /// A Shoot with what trellis made of it: its Worker and the machine objects
@@ -182,7 +186,16 @@ pub fn render_all(
     if lines.is_empty() {
         return "No shoots, machine deployments, machine sets or machines.\n".to_string();
     }
-    format_lines(&lines, paint, message_width)
+    let mut out = String::new();
+    let unserved = snap
+        .unserved
+        .values()
+        .chain(shoots.iter().flat_map(|v| v.snap.unserved.values()));
+    for problem in unserved {
+        out.push_str(&paint.tone(Tone::Bad, &format!("! {problem}")));
+        out.push('\n');
+    }
+    out + &format_lines(&lines, paint, message_width)
 }
 
 /// A Shoot, its Worker, and under the Worker the tree of its control

@@ -86,6 +86,7 @@ fn sample() -> Snapshot {
         sets: vec![ms],
         machines: vec![failed, single, running],
         nodes: BTreeMap::new(),
+        unserved: BTreeMap::new(),
     }
 }
 
@@ -102,6 +103,23 @@ MachineDeployment/demo  1/2 ready                 2m10s
 Machine/single          New                       30s
 ";
     assert_eq!(tree, want, "\n{tree}");
+}
+
+#[test]
+fn namespaces_nobody_serves_are_named_above_the_tree() {
+    let now = Timestamp::from_second(130).unwrap();
+    let mut snap = sample();
+    snap.unserved.insert(
+        "team-a".into(),
+        "no machine controller serves namespace \"team-a\" (no Lease machine-controller-manager-heartbeat there)".into(),
+    );
+    let tree = render(&snap, now, Paint::none(), 80);
+    let want = "\
+! no machine controller serves namespace \"team-a\" (no Lease machine-controller-manager-heartbeat there)
+NAME                    STATE             NODE    AGE    LAST OPERATION
+MachineDeployment/demo  1/2 ready                 2m10s
+";
+    assert!(tree.starts_with(want), "\n{tree}");
 }
 
 #[test]
