@@ -9,10 +9,11 @@
 //! - [`hash`]: machine-template hashes that name machine sets.
 //! - [`deletion`]: the order in which a machine set deletes machines.
 //! - [`health`]: node health verdicts and machine phase transitions.
-//! - [`drain`]: which pods a drain evicts, in what order, and when it forces.
-//! - [`machine`]: the machine controller's decisions — bootstrap tokens,
-//!   create errors, health statuses, node template sync, the deletion state
-//!   machine and drain rounds.
+//! - [`drain`]: the drain planner — which pods a drain evicts, in what
+//!   order, when it is forced, and one level-triggered round of it.
+//! - [`machine`]: the machine controller's decisions, one module per flow —
+//!   class checks, bootstrap tokens, creation, health statuses, node
+//!   template sync, the deletion state machine, hot updates.
 //! - [`machineclass`]: the class and secret controllers' decisions — class
 //!   finalizers while machines use a class, secret finalizers while a
 //!   class needs them.
