@@ -13,7 +13,7 @@
 //! server ─► http, auth, controllers ─► admission ─► strategy ─► storage ─► store
 //! ```
 //!
-//! with [`object`] (pure metadata rules) below them all.
+//! with [`object`] (pure metadata rules) and [`error`] below them all.
 
 // ApiError carries a full metav1.Status; boxing it everywhere would only add
 // noise to every handler.
@@ -24,6 +24,7 @@ pub mod auth;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod controllers;
+pub mod error;
 pub mod http;
 pub mod object;
 pub mod server;
@@ -32,6 +33,7 @@ pub mod strategy;
 
 pub use admission::{AdmissionPlugin, Attributes, Operation};
 pub use auth::{AuthConfig, UserInfo};
+pub use error::Error;
 pub use http::pki::Pki;
 pub use http::tls::TlsConfig;
 pub use http::{admission_server, conn};

@@ -5,6 +5,7 @@
 //! request through authentication and authorization, the HTTP layer and
 //! the audit log. No API semantics live here.
 
+use crate::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,7 +78,7 @@ impl Server {
     /// Builds the server over `store`: registers built-ins and every stored
     /// CRD, creates the system namespaces, and starts the background
     /// controllers. Must run inside a Tokio runtime.
-    pub async fn start(store: Arc<dyn Store>, config: Config) -> anyhow::Result<Arc<Server>> {
+    pub async fn start(store: Arc<dyn Store>, config: Config) -> Result<Arc<Server>, Error> {
         let storage = Arc::new(Storage::new(store.clone()));
         let registry = Arc::new(Registry::with(crate::strategy::resources()));
         let admission = Arc::new(Chain::default());
@@ -192,7 +193,7 @@ impl Server {
 /// Installs (or upgrades) a CRD directly in the store, as a server does for
 /// its own kinds at start: created when missing, its spec replaced when it
 /// differs, and served at once. Idempotent.
-pub async fn install_crd(server: &Server, manifest: &Value) -> anyhow::Result<()> {
+pub async fn install_crd(server: &Server, manifest: &Value) -> Result<(), Error> {
     controllers::crd::install(&server.storage, &server.registry, manifest).await
 }
 

@@ -29,6 +29,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("strategy", 3),
     ("storage", 4),
     ("object", 5),
+    ("error", 5),
 ];
 
 fn rank(module: &str) -> Option<u8> {

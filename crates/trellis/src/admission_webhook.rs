@@ -88,7 +88,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!("trellis admission webhook listening on https://{addr}");
     let ext = crate::profile_extensions(&args.profile_extensions);
     let router = apiserver::admission_server::router(plugins_with(client(&args).await?, ext));
-    apiserver::admission_server::serve_tls(router, listener, &tls, crate::shutdown_signal()).await
+    Ok(
+        apiserver::admission_server::serve_tls(router, listener, &tls, crate::shutdown_signal())
+            .await?,
+    )
 }
 
 #[cfg(test)]

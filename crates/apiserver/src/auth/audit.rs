@@ -3,10 +3,10 @@
 //! (and who they impersonated), what they asked for, and the response code.
 //! Denied and failed requests are logged too; reads are not.
 
+use crate::error::Error;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
 use axum::body::Body;
 use axum::response::Response;
 use parking_lot::Mutex;
@@ -20,7 +20,7 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Opens `path` for appending, creating it (mode 0600: it names users).
-    pub fn open(path: &Path) -> anyhow::Result<AuditLog> {
+    pub fn open(path: &Path) -> Result<AuditLog, Error> {
         let mut opts = std::fs::OpenOptions::new();
         opts.create(true).append(true);
         #[cfg(unix)]
@@ -30,7 +30,10 @@ impl AuditLog {
         }
         let file = opts
             .open(path)
-            .with_context(|| format!("opening the audit log {}", path.display()))?;
+            .map_err(|source| Error::AuditLogOpenFailed {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(AuditLog {
             file: Mutex::new(file),
         })

@@ -13,9 +13,10 @@
 use serde_json::{Value, json};
 use store::StoreError;
 
+use crate::error::Error;
 use crate::object;
 use crate::storage::Storage;
-use crate::storage::{codec, keys, store_err};
+use crate::storage::{codec, keys};
 
 const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
 /// ServiceAccount names cannot hold `:`, so the controllers' accounts use
@@ -297,7 +298,7 @@ pub fn defaults() -> (Vec<Value>, Vec<Value>) {
 }
 
 /// Creates or reconciles the defaults, and the controllers' ServiceAccounts.
-pub async fn ensure(storage: &Storage) -> anyhow::Result<()> {
+pub async fn ensure(storage: &Storage) -> Result<(), Error> {
     let (roles, bindings) = defaults();
     for r in roles {
         reconcile(storage, "clusterroles", r, "rules").await?;
@@ -317,12 +318,15 @@ pub async fn ensure(storage: &Storage) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn create(storage: &Storage, key: &str, mut obj: Value) -> anyhow::Result<()> {
+async fn create(storage: &Storage, key: &str, mut obj: Value) -> Result<(), Error> {
     obj["metadata"]["uid"] = json!(uuid::Uuid::new_v4().to_string());
     obj["metadata"]["creationTimestamp"] = json!(object::now_rfc3339());
     match storage.store().create(key, codec::encode(&obj)).await {
         Ok(_) | Err(StoreError::AlreadyExists(_)) => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(source) => Err(Error::StoreWriteFailed {
+            key: key.to_string(),
+            source,
+        }),
     }
 }
 
@@ -333,7 +337,7 @@ async fn reconcile(
     plural: &str,
     mut desired: Value,
     list: &str,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let name = object::name(&desired).to_string();
     let key = keys::key(
         &keys::storage_of(crate::strategy::rbac::GROUP, plural),
@@ -341,11 +345,23 @@ async fn reconcile(
         &name,
     );
     desired["metadata"]["annotations"] = json!({AUTOUPDATE: "true"});
-    let (kv, _) = storage.store().get(&key, None).await.map_err(store_err)?;
+    let (kv, _) =
+        storage
+            .store()
+            .get(&key, None)
+            .await
+            .map_err(|source| Error::StoreReadFailed {
+                what: key.clone(),
+                source,
+            })?;
     let Some(kv) = kv else {
         return create(storage, &key, desired).await;
     };
-    let mut current: Value = serde_json::from_slice(&kv.value)?;
+    let mut current: Value =
+        serde_json::from_slice(&kv.value).map_err(|source| Error::StoredObjectInvalid {
+            key: key.clone(),
+            source,
+        })?;
     let autoupdate = object::meta(&current)
         .and_then(|m| m.get("annotations"))
         .and_then(|a| a.get(AUTOUPDATE))
@@ -376,7 +392,7 @@ async fn reconcile(
     {
         // Someone else changed it at the same time; the next start retries.
         Ok(_) | Err(StoreError::Conflict(_)) => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(source) => Err(Error::StoreWriteFailed { key, source }),
     }
 }
 

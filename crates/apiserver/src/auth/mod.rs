@@ -79,7 +79,7 @@ impl AuthConfig {
     }
 
     /// Adds the users of a kube token file (`token,user,uid,"g1,g2"`).
-    pub fn with_token_file(mut self, path: &std::path::Path) -> anyhow::Result<AuthConfig> {
+    pub fn with_token_file(mut self, path: &std::path::Path) -> crate::error::Result<AuthConfig> {
         self.static_tokens.extend(token_file::load(path)?);
         Ok(self)
     }
@@ -106,7 +106,7 @@ pub struct Auth {
 }
 
 impl Auth {
-    pub fn new(config: &AuthConfig, storage: Arc<Storage>) -> anyhow::Result<Auth> {
+    pub fn new(config: &AuthConfig, storage: Arc<Storage>) -> crate::error::Result<Auth> {
         Ok(Auth {
             storage,
             signer: TokenSigner::new(

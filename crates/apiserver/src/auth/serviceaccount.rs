@@ -4,6 +4,7 @@
 //! audience, time window, and that the ServiceAccount still exists with the
 //! same uid (so deleting and recreating it revokes old tokens).
 
+use crate::error::Error;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{SecondsFormat, TimeZone, Utc};
@@ -48,11 +49,19 @@ pub struct SaClaims {
 }
 
 impl TokenSigner {
-    pub fn new(key_pem: &str, issuer: &str, audiences: Vec<String>) -> anyhow::Result<TokenSigner> {
+    pub fn new(key_pem: &str, issuer: &str, audiences: Vec<String>) -> Result<TokenSigner, Error> {
         let der = match PrivateKeyDer::from_pem_slice(key_pem.as_bytes()) {
             Ok(PrivateKeyDer::Pkcs8(k)) => k,
-            Ok(_) => anyhow::bail!("the ServiceAccount signing key must be PKCS#8"),
-            Err(e) => anyhow::bail!("reading the ServiceAccount signing key: {e}"),
+            Ok(_) => {
+                return Err(Error::SigningKeyInvalid(
+                    "the ServiceAccount signing key must be PKCS#8".into(),
+                ));
+            }
+            Err(e) => {
+                return Err(Error::SigningKeyInvalid(format!(
+                    "reading the ServiceAccount signing key: {e}"
+                )));
+            }
         };
         let rng = SystemRandom::new();
         let key = EcdsaKeyPair::from_pkcs8(
@@ -60,12 +69,18 @@ impl TokenSigner {
             der.secret_pkcs8_der(),
             &rng,
         )
-        .map_err(|e| anyhow::anyhow!("the ServiceAccount signing key is not ECDSA P-256: {e}"))?;
+        .map_err(|e| {
+            Error::SigningKeyInvalid(format!(
+                "the ServiceAccount signing key is not ECDSA P-256: {e}"
+            ))
+        })?;
         let public = key.public_key().as_ref().to_vec();
         // Like kube: the key id is a digest of the public key, so verifiers
         // holding several keys can pick the right one.
         let kid = URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, &public));
-        anyhow::ensure!(!audiences.is_empty(), "at least one API audience is needed");
+        if audiences.is_empty() {
+            return Err(Error::AudiencesMissing);
+        }
         Ok(TokenSigner {
             key,
             public,

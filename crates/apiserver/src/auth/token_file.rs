@@ -1,9 +1,8 @@
 //! The static bearer-token file (`--token-auth-file`), in kube's CSV format:
 //! `token,user,uid,"group1,group2"`; the groups column is optional.
 
+use crate::error::{Error, Result};
 use std::path::Path;
-
-use anyhow::Context;
 
 use super::UserInfo;
 
@@ -23,14 +22,19 @@ impl std::fmt::Debug for StaticToken {
     }
 }
 
-pub fn load(path: &Path) -> anyhow::Result<Vec<StaticToken>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text).with_context(|| format!("in {}", path.display()))
+pub fn load(path: &Path) -> Result<Vec<StaticToken>> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::FileReadFailed {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text).map_err(|e| Error::TokenFileInvalid {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })
 }
 
 /// Parses the file's text. Blank lines and `#` comments are skipped.
-pub fn parse(text: &str) -> anyhow::Result<Vec<StaticToken>> {
+pub fn parse(text: &str) -> Result<Vec<StaticToken>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (i, line) in text.lines().enumerate() {
@@ -38,24 +42,21 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<StaticToken>> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let fields = csv_fields(line).with_context(|| format!("line {}", i + 1))?;
-        anyhow::ensure!(
-            fields.len() >= 3,
-            "line {}: want token,user,uid[,\"groups\"], got {} fields",
-            i + 1,
-            fields.len()
-        );
+        let invalid = |why: String| Error::TokenLineInvalid { line: i + 1, why };
+        let fields = csv_fields(line).map_err(|why| invalid(why.to_string()))?;
+        if fields.len() < 3 {
+            return Err(invalid(format!(
+                "want token,user,uid[,\"groups\"], got {} fields",
+                fields.len()
+            )));
+        }
         let token = fields[0].clone();
-        anyhow::ensure!(
-            !token.is_empty() && !fields[1].is_empty(),
-            "line {}: the token and the user must not be empty",
-            i + 1
-        );
-        anyhow::ensure!(
-            seen.insert(token.clone()),
-            "line {}: duplicate token",
-            i + 1
-        );
+        if token.is_empty() || fields[1].is_empty() {
+            return Err(invalid("the token and the user must not be empty".into()));
+        }
+        if !seen.insert(token.clone()) {
+            return Err(invalid("duplicate token".into()));
+        }
         let groups = fields
             .get(3)
             .map(|g| {
@@ -80,7 +81,7 @@ pub fn parse(text: &str) -> anyhow::Result<Vec<StaticToken>> {
 }
 
 /// Splits one CSV record: fields may be quoted, `""` is a literal quote.
-fn csv_fields(line: &str) -> anyhow::Result<Vec<String>> {
+fn csv_fields(line: &str) -> Result<Vec<String>, &'static str> {
     let mut fields = Vec::new();
     let mut cur = String::new();
     let mut chars = line.chars().peekable();
@@ -97,7 +98,9 @@ fn csv_fields(line: &str) -> anyhow::Result<Vec<String>> {
             (c, _) => cur.push(c),
         }
     }
-    anyhow::ensure!(!quoted, "unterminated quote");
+    if quoted {
+        return Err("unterminated quote");
+    }
     fields.push(cur);
     Ok(fields)
 }

@@ -5,6 +5,7 @@
 //! definition means (validation, resources, status) is
 //! [`crate::strategy::crd`].
 
+use crate::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,14 +28,18 @@ pub fn register(registry: &Registry, crd: &Value) {
 }
 
 /// Registers every stored CRD at start.
-pub async fn load_all(storage: &Storage, registry: &Registry) -> anyhow::Result<()> {
+pub async fn load_all(storage: &Storage, registry: &Registry) -> Result<(), Error> {
     let r = storage
         .store()
         .range(RangeRequest {
             prefix: keys::prefix(keys::CRDS),
             ..Default::default()
         })
-        .await?;
+        .await
+        .map_err(|source| Error::StoreReadFailed {
+            what: "the CRDs".into(),
+            source,
+        })?;
     for kv in r.kvs {
         if let Ok(v) = serde_json::from_slice::<Value>(&kv.value) {
             register(registry, &v);
@@ -181,14 +186,29 @@ pub async fn install(
     storage: &Storage,
     registry: &Registry,
     manifest: &Value,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let name = object::name(manifest).to_string();
-    anyhow::ensure!(!name.is_empty(), "a CRD manifest without a name");
+    if name.is_empty() {
+        return Err(Error::CrdUnnamed);
+    }
     let causes = validate_crd(manifest);
-    anyhow::ensure!(causes.is_empty(), "CRD {name} is invalid: {causes:?}");
+    if !causes.is_empty() {
+        return Err(Error::CrdInvalid {
+            name,
+            causes: format!("{causes:?}"),
+        });
+    }
     let key = keys::key(keys::CRDS, None, &name);
     for _ in 0..16 {
-        let (cur, _) = storage.store().get(&key, None).await?;
+        let (cur, _) =
+            storage
+                .store()
+                .get(&key, None)
+                .await
+                .map_err(|source| Error::StoreReadFailed {
+                    what: key.clone(),
+                    source,
+                })?;
         let result = match cur {
             None => {
                 let mut crd = manifest.clone();
@@ -205,7 +225,12 @@ pub async fn install(
                     .map(|kv| (kv, crd))
             }
             Some(kv) => {
-                let mut crd: Value = serde_json::from_slice(&kv.value)?;
+                let mut crd: Value = serde_json::from_slice(&kv.value).map_err(|source| {
+                    Error::StoredObjectInvalid {
+                        key: key.clone(),
+                        source,
+                    }
+                })?;
                 if crd.get("spec") == manifest.get("spec") {
                     register(registry, &crd);
                     return Ok(());
@@ -229,8 +254,8 @@ pub async fn install(
                 return Ok(());
             }
             Err(store::StoreError::AlreadyExists(_) | store::StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
+            Err(source) => return Err(Error::StoreWriteFailed { key, source }),
         }
     }
-    anyhow::bail!("CRD {name} kept changing while being installed")
+    Err(Error::CrdInstallRaced { name })
 }

@@ -14,6 +14,7 @@
 //! "Gone" is checked against the live store by name and UID before deleting,
 //! because an owner created after its dependent may not be indexed yet.
 
+use crate::error::Error;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -287,7 +288,7 @@ async fn attend(ctx: &Context, g: &Graph, uid: &str) -> bool {
     again
 }
 
-async fn run(ctx: &Context) -> anyhow::Result<()> {
+async fn run(ctx: &Context) -> Result<(), Error> {
     let mut g = Graph::default();
     let r = ctx
         .storage
@@ -296,7 +297,11 @@ async fn run(ctx: &Context) -> anyhow::Result<()> {
             prefix: keys::ROOT.into(),
             ..Default::default()
         })
-        .await?;
+        .await
+        .map_err(|source| Error::StoreReadFailed {
+            what: "every object".into(),
+            source,
+        })?;
     let mut queue: BTreeSet<String> = BTreeSet::new();
     for kv in &r.kvs {
         if let Some(p) = parse(&kv.value) {
@@ -308,7 +313,15 @@ async fn run(ctx: &Context) -> anyhow::Result<()> {
             }
         }
     }
-    let mut w = ctx.storage.store().watch(keys::ROOT, r.revision).await?;
+    let mut w = ctx
+        .storage
+        .store()
+        .watch(keys::ROOT, r.revision)
+        .await
+        .map_err(|source| Error::StoreReadFailed {
+            what: "a watch of every object".into(),
+            source,
+        })?;
     let mut retry: BTreeSet<String> = BTreeSet::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
@@ -317,7 +330,7 @@ async fn run(ctx: &Context) -> anyhow::Result<()> {
         loop {
             match w.try_recv() {
                 Some(Some(item)) => apply(&mut g, item, &mut queue),
-                Some(None) => anyhow::bail!("store watch ended"),
+                Some(None) => return Err(Error::WatchEnded),
                 None => break,
             }
         }
@@ -333,7 +346,7 @@ async fn run(ctx: &Context) -> anyhow::Result<()> {
         tokio::select! {
             item = w.recv() => match item {
                 Some(item) => apply(&mut g, item, &mut queue),
-                None => anyhow::bail!("store watch ended"),
+                None => return Err(Error::WatchEnded),
             },
             _ = tick.tick() => queue.append(&mut retry),
         }

@@ -2,6 +2,7 @@
 //! a namespace being deleted is emptied of every namespaced object before its
 //! `kubernetes` finalizer is removed and it goes away.
 
+use crate::error::Error;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use crate::storage::{DeleteOptions, Storage, codec, keys};
 use crate::strategy::namespace::new_object;
 
 /// Creates namespace `name` if it does not exist.
-pub async fn ensure(storage: &Storage, name: &str) -> anyhow::Result<()> {
+pub async fn ensure(storage: &Storage, name: &str) -> Result<(), Error> {
     let key = keys::key(keys::NAMESPACES, None, name);
     match storage
         .store()
@@ -22,7 +23,7 @@ pub async fn ensure(storage: &Storage, name: &str) -> anyhow::Result<()> {
         .await
     {
         Ok(_) | Err(StoreError::AlreadyExists(_)) => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(source) => Err(Error::StoreWriteFailed { key, source }),
     }
 }
 

@@ -274,7 +274,7 @@ pub async fn serve_tls(
     listener: tokio::net::TcpListener,
     tls: &TlsConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), crate::error::Error> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.server_config()?);
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     tokio::pin!(shutdown);

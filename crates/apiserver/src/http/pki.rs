@@ -18,11 +18,11 @@
 //! renewal that is merely due (the leaf is still valid) cannot be written,
 //! the current leaf is kept and the failure logged.
 
+use crate::error::{Error, Result};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
 use chrono::{Datelike, Utc};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -71,11 +71,17 @@ pub struct Pki {
 impl Pki {
     /// Loads the PKI in `dir`, creating whatever is missing. `extra_sans` are
     /// DNS names or IP addresses the serving certificate must also carry.
-    pub fn ensure(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Pki> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    pub fn ensure(dir: &Path, extra_sans: &[String]) -> Result<Pki> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::DirectoryCreateFailed {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         set_mode(dir, 0o700)?;
         let ca_key_pem = load_or(dir, "ca.key", || Ok(KeyPair::generate()?.serialize_pem()))?;
-        let ca_key = KeyPair::from_pem(&ca_key_pem).context("reading ca.key")?;
+        let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|source| Error::KeyReadFailed {
+            file: "ca.key".into(),
+            source,
+        })?;
         let ca_cert_pem = load_or(dir, "ca.crt", || {
             Ok(ca_params().self_signed(&ca_key)?.pem())
         })?;
@@ -89,7 +95,7 @@ impl Pki {
                 .filter(|s| !s.is_empty()),
         );
         if let Some(bad) = sans.iter().find(|s| !valid_san(s)) {
-            anyhow::bail!("--tls-san {bad:?} is neither a DNS name nor an IP address");
+            return Err(Error::SanInvalid { san: bad.clone() });
         }
         let sans_record = sans.iter().cloned().collect::<Vec<_>>().join("\n") + "\n";
         let recorded = std::fs::read_to_string(dir.join("apiserver.sans")).unwrap_or_default();
@@ -98,9 +104,12 @@ impl Pki {
             && younger_than(&dir.join("apiserver.crt"), LEAF_USABLE);
         let server_fresh = server_usable && is_fresh(&dir.join("apiserver.crt"));
         if !server_fresh {
-            let key = KeyPair::generate()?;
+            let key = KeyPair::generate().map_err(|source| Error::KeyGenerationFailed {
+                file: "apiserver.key".into(),
+                source,
+            })?;
             let mut params = CertificateParams::new(sans.iter().cloned().collect::<Vec<_>>())
-                .context("a --tls-san value is neither a DNS name nor an IP address")?;
+                .map_err(|source| Error::SanRejected { source })?;
             params.distinguished_name = name(&[(DnType::CommonName, "trellis-apiserver")]);
             params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
             params.key_usages = vec![
@@ -108,7 +117,12 @@ impl Pki {
                 KeyUsagePurpose::KeyEncipherment,
             ];
             validity(&mut params, LEAF_DAYS);
-            let cert = params.signed_by(&key, &issuer)?;
+            let cert = params.signed_by(&key, &issuer).map_err(|source| {
+                Error::CertificateSigningFailed {
+                    what: "the serving certificate",
+                    source,
+                }
+            })?;
             let written = write_together(
                 dir,
                 &[
@@ -138,7 +152,10 @@ impl Pki {
         let service_account_key_pem =
             load_or(dir, "sa.key", || Ok(KeyPair::generate()?.serialize_pem()))?;
         let sa_pub = KeyPair::from_pem(&service_account_key_pem)
-            .context("reading sa.key")?
+            .map_err(|source| Error::KeyReadFailed {
+                file: "sa.key".into(),
+                source,
+            })?
             .public_key_pem();
         write(dir, "sa.pub", &sa_pub, false)?;
 
@@ -157,12 +174,12 @@ impl Pki {
     /// Issues a client certificate for `user` in `groups` (at most one:
     /// rcgen writes one attribute per type into a subject), signed by the
     /// CA: `(certificate PEM, key PEM)`. Nothing is written to disk.
-    pub fn issue_client_cert(
-        &self,
-        user: &str,
-        groups: &[&str],
-    ) -> anyhow::Result<(String, String)> {
-        let ca_key = KeyPair::from_pem(&self.ca_key_pem)?;
+    pub fn issue_client_cert(&self, user: &str, groups: &[&str]) -> Result<(String, String)> {
+        let ca_key =
+            KeyPair::from_pem(&self.ca_key_pem).map_err(|source| Error::KeyReadFailed {
+                file: "ca.key".into(),
+                source,
+            })?;
         issue_client(&Issuer::new(ca_params(), &ca_key), user, groups)
     }
 
@@ -209,12 +226,14 @@ fn issue_client(
     issuer: &Issuer<'_, &KeyPair>,
     user: &str,
     groups: &[&str],
-) -> anyhow::Result<(String, String)> {
-    anyhow::ensure!(
-        groups.len() <= 1,
-        "a generated client certificate carries at most one group"
-    );
-    let key = KeyPair::generate()?;
+) -> Result<(String, String)> {
+    if groups.len() > 1 {
+        return Err(Error::TooManyGroups);
+    }
+    let key = KeyPair::generate().map_err(|source| Error::KeyGenerationFailed {
+        file: format!("the key of {user}"),
+        source,
+    })?;
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     // Kubernetes reads groups from the Organization attributes.
@@ -226,7 +245,13 @@ fn issue_client(
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     validity(&mut params, LEAF_DAYS);
-    let cert = params.signed_by(&key, issuer)?;
+    let cert =
+        params
+            .signed_by(&key, issuer)
+            .map_err(|source| Error::CertificateSigningFailed {
+                what: "a client certificate",
+                source,
+            })?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
@@ -262,15 +287,11 @@ fn younger_than(path: &Path, limit: Duration) -> bool {
 
 /// A renewal that could not be written is an error only if the current leaf
 /// cannot be used any more (or there is none).
-fn keep_usable_on_failure(
-    written: anyhow::Result<()>,
-    usable: bool,
-    what: &str,
-) -> anyhow::Result<()> {
+fn keep_usable_on_failure(written: Result<()>, usable: bool, what: &str) -> Result<()> {
     match written {
         Err(e) if usable => {
             tracing::warn!(
-                error = format!("{e:#}"),
+                error = crate::error::report(&e),
                 "renewing {what} failed; keeping the current one, which is still valid"
             );
             Ok(())
@@ -279,27 +300,30 @@ fn keep_usable_on_failure(
     }
 }
 
-fn read(dir: &Path, file: &str) -> anyhow::Result<String> {
+fn read(dir: &Path, file: &str) -> Result<String> {
     let p = dir.join(file);
-    std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))
+    std::fs::read_to_string(&p).map_err(|source| Error::FileReadFailed { path: p, source })
 }
 
 fn load_or(
     dir: &Path,
     file: &str,
-    make: impl FnOnce() -> anyhow::Result<String>,
-) -> anyhow::Result<String> {
+    make: impl FnOnce() -> Result<String, rcgen::Error>,
+) -> Result<String> {
     let p = dir.join(file);
     if p.exists() {
         return read(dir, file);
     }
-    let pem = make().with_context(|| format!("generating {file}"))?;
+    let pem = make().map_err(|source| Error::KeyGenerationFailed {
+        file: file.to_string(),
+        source,
+    })?;
     write(dir, file, &pem, file.ends_with(".key"))?;
     Ok(pem)
 }
 
 /// Writes one file if its content changed; see [`write_together`].
-fn write(dir: &Path, file: &str, content: &str, secret: bool) -> anyhow::Result<()> {
+fn write(dir: &Path, file: &str, content: &str, secret: bool) -> Result<()> {
     write_together(dir, &[(file, content, secret)])
 }
 
@@ -308,7 +332,7 @@ fn write(dir: &Path, file: &str, content: &str, secret: bool) -> anyhow::Result<
 /// fsync) before any is renamed into place, so a failure (a full disk)
 /// leaves every file as it was; the directory is fsynced after the renames.
 /// Nothing is written when nothing changed.
-fn write_together(dir: &Path, files: &[(&str, &str, bool)]) -> anyhow::Result<()> {
+fn write_together(dir: &Path, files: &[(&str, &str, bool)]) -> Result<()> {
     let changed: Vec<_> = files
         .iter()
         .filter(|(file, content, _)| {
@@ -330,51 +354,66 @@ fn write_together(dir: &Path, files: &[(&str, &str, bool)]) -> anyhow::Result<()
     }
     for (file, _, _) in &changed {
         let p = dir.join(file);
-        std::fs::rename(tmp(file), &p).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::rename(tmp(file), &p)
+            .map_err(|source| Error::FileWriteFailed { path: p, source })?;
     }
     sync_dir(dir)
 }
 
 /// Writes `content` to `tmp` with `mode` and makes it durable.
-fn stage(tmp: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
+fn stage(tmp: &Path, content: &str, mode: u32) -> Result<()> {
     use std::io::Write;
-    let mut f = std::fs::File::create(tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    let failed = |source| Error::FileWriteFailed {
+        path: tmp.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::create(tmp).map_err(failed)?;
     set_mode(tmp, mode)?;
     f.write_all(content.as_bytes())
         .and_then(|()| f.sync_all())
-        .with_context(|| format!("writing {}", tmp.display()))
+        .map_err(failed)
 }
 
 #[cfg(unix)]
-fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .with_context(|| format!("syncing {}", dir.display()))
+        .map_err(|source| Error::DirectorySyncFailed {
+            path: dir.to_path_buf(),
+            source,
+        })
 }
 
 #[cfg(not(unix))]
-fn sync_dir(_: &Path) -> anyhow::Result<()> {
+fn sync_dir(_: &Path) -> Result<()> {
     Ok(())
 }
 
 /// Sets `p`'s permission bits, unless they already are `mode` (a start with
 /// everything in place changes nothing on disk).
 #[cfg(unix)]
-fn set_mode(p: &Path, mode: u32) -> anyhow::Result<()> {
+fn set_mode(p: &Path, mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let current = std::fs::metadata(p)
-        .with_context(|| format!("reading the mode of {}", p.display()))?
+        .map_err(|source| Error::ModeReadFailed {
+            path: p.to_path_buf(),
+            source,
+        })?
         .permissions()
         .mode();
     if current & 0o7777 == mode {
         return Ok(());
     }
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting the mode of {}", p.display()))
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(|source| {
+        Error::ModeSetFailed {
+            path: p.to_path_buf(),
+            source,
+        }
+    })
 }
 
 #[cfg(not(unix))]
-fn set_mode(_: &Path, _: u32) -> anyhow::Result<()> {
+fn set_mode(_: &Path, _: u32) -> Result<()> {
     Ok(())
 }
 

@@ -99,7 +99,7 @@ pub fn needs_conversion(res: &Resource) -> bool {
 pub fn to_served(res: &Resource, v: Value) -> Value {
     if res.builtin {
         return if res.converted() {
-            res.strategy.from_storage(res, v)
+            res.strategy.storage_to_served(res, v)
         } else {
             v
         };
@@ -117,7 +117,7 @@ pub fn to_stored(res: &Resource, v: Value) -> Value {
         return v;
     }
     if res.builtin {
-        return res.strategy.to_storage(res, v);
+        return res.strategy.served_to_storage(res, v);
     }
     let mut v = v;
     if let Some(m) = v.as_object_mut() {

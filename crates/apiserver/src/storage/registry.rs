@@ -61,12 +61,12 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     }
 
     /// Served form → stored form, for a view stored as another version.
-    fn to_storage(&self, _res: &Resource, obj: Value) -> Value {
+    fn served_to_storage(&self, _res: &Resource, obj: Value) -> Value {
         obj
     }
 
     /// Stored form → served form, for a view stored as another version.
-    fn from_storage(&self, _res: &Resource, obj: Value) -> Value {
+    fn storage_to_served(&self, _res: &Resource, obj: Value) -> Value {
         obj
     }
 

@@ -42,11 +42,11 @@ pub const EVENTS_V1_FIELDS: &[&str] = &[
 pub struct Event;
 
 impl Strategy for Event {
-    fn to_storage(&self, res: &Resource, obj: Value) -> Value {
+    fn served_to_storage(&self, res: &Resource, obj: Value) -> Value {
         to_storage(res, obj)
     }
 
-    fn from_storage(&self, res: &Resource, obj: Value) -> Value {
+    fn storage_to_served(&self, res: &Resource, obj: Value) -> Value {
         from_storage(res, obj)
     }
 

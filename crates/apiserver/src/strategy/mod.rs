@@ -65,6 +65,12 @@ impl<T> Typed<T> {
     }
 }
 
+impl<T> Default for Typed<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T> std::fmt::Debug for Typed<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Typed<{}>", short_type_name::<T>())
