@@ -18,6 +18,7 @@
 //! * [`crilog`] — the CRI log format.
 
 pub mod backoff;
+pub mod claims;
 pub mod crilog;
 pub mod env;
 pub mod error;
@@ -25,14 +26,22 @@ pub mod exec;
 pub mod hosts;
 pub mod imagemap;
 pub mod ipam;
+pub mod kubelet;
+pub mod launch;
 pub mod node;
 pub mod plan;
 pub mod probe;
 pub mod prober;
+pub mod proxy;
 pub mod runtime;
 pub mod schedule;
+pub mod scheduler;
+pub mod server;
 pub mod shim;
 pub mod state;
 pub mod tls;
 pub mod view;
 pub mod volumes;
+pub mod ws;
+
+pub use kubelet::{Config, run};
