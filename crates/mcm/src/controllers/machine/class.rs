@@ -1,0 +1,131 @@
+//! The machine's class, as the machine controller reads it: the class and
+//! its merged secrets, the class a deletion calls the driver with, and what
+//! a live machine says and does while its class keeps a VM from being
+//! created or is gone.
+
+use std::time::Duration;
+
+use api::{MachineClass, MachineOperationType, MachineState};
+use driver::MEDIUM_RETRY;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+
+use super::Scope;
+use crate::controllers::context::Error;
+use crate::machine::{self as decide, DeletionClass, StepFact};
+
+impl Scope<'_> {
+    /// The machine's class, read from the API (`None`: not found): what
+    /// the driver is called with must not be a stale copy.
+    pub(super) async fn class(&self) -> Result<Option<MachineClass>, Error> {
+        let class_name = &self.machine.spec.class.name;
+        let classes: Api<MachineClass> = Api::namespaced(self.ctx.control.clone(), &self.ns);
+        classes
+            .get_opt(class_name)
+            .await
+            .map_err(|e| Error::api(format!("machine class {class_name}"), e))
+    }
+
+    /// The class's secrets merged (the credentials win); a missing secret
+    /// counts as empty (spec §1).
+    pub(super) async fn secret_of(&self, class: &MachineClass) -> Result<Secret, Error> {
+        let mut found: [Option<Secret>; 2] = [None, None];
+        for (slot, r) in found
+            .iter_mut()
+            .zip([&class.secret_ref, &class.credentials_secret_ref])
+        {
+            let Some(r) = r else {
+                continue;
+            };
+            let ns = r.namespace.clone().unwrap_or_else(|| self.ns.clone());
+            let name = r.name.clone().unwrap_or_default();
+            let secrets: Api<Secret> = Api::namespaced(self.ctx.control.clone(), &ns);
+            *slot = secrets
+                .get_opt(&name)
+                .await
+                .map_err(|e| Error::api(format!("secret {ns}/{name}"), e))?;
+        }
+        let [secret_ref, credentials] = &found;
+        Ok(decide::merge_secrets(
+            secret_ref.as_ref(),
+            credentials.as_ref(),
+        ))
+    }
+
+    /// The class and secret a deletion calls the driver with, or the fact
+    /// that stops it from calling: no VM ever, or no class to call with.
+    pub(super) async fn deletion_class(
+        &self,
+    ) -> Result<Result<(MachineClass, Secret), StepFact>, Error> {
+        let (class, last_known) = match decide::deletion_class(&self.machine, self.class().await?) {
+            DeletionClass::Use { class, last_known } => (*class, last_known),
+            DeletionClass::NoVm => return Ok(Err(StepFact::NoVm)),
+            DeletionClass::Missing(message) => {
+                return Ok(Err(StepFact::ClassMissing { message }));
+            }
+        };
+        if last_known {
+            tracing::info!(machine = %self.name, class = %self.machine.spec.class.name,
+                "the machine class is gone; calling the driver with the class the machine recorded");
+        }
+        let secret = self.secret_of(&class).await?;
+        Ok(Ok((class, secret)))
+    }
+
+    /// No VM can be created from the class: say so in the last operation
+    /// (once; the phase stays) and look again after the medium period, or
+    /// as soon as the class changes.
+    pub(super) async fn blocked(&mut self, problem: String) -> Result<Duration, Error> {
+        let mut st = self.status();
+        if st.last_operation.description != problem
+            || st.last_operation.state != Some(MachineState::Failed)
+        {
+            st.last_operation = decide::last_op(
+                MachineOperationType::Create,
+                MachineState::Failed,
+                problem.clone(),
+                None,
+                self.now,
+            );
+            self.write_status(st).await?;
+            self.event(true, "InvalidClass", problem).await;
+        }
+        Ok(MEDIUM_RETRY)
+    }
+
+    /// The class of a machine that has its VM is gone. Nothing fails now
+    /// (health goes on, the status is left alone), but a hot update cannot
+    /// run and deleting the VM will rely on the machine's record of the
+    /// class: one Warning event per machine says so.
+    pub(super) async fn class_gone(&self) {
+        let uid = self.machine.uid().unwrap_or_default();
+        if !self.deps.class_warned.lock().insert(uid) {
+            return;
+        }
+        let class_name = &self.machine.spec.class.name;
+        let deletion = match decide::KnownClass::recorded(&self.machine) {
+            Some(Some(_)) => {
+                "deleting it relies on the class the machine recorded; \
+                              re-create the class to be safe"
+            }
+            _ => {
+                "the machine has no record of the class, so the VM cannot be deleted \
+                  until the class is back: re-create it"
+            }
+        };
+        let note = format!(
+            "MachineClass {}/{class_name} not found: the VM keeps running, but cannot be \
+             updated in place, and {deletion}",
+            self.ns
+        );
+        self.event(true, "ClassMissing", note).await;
+    }
+
+    /// The class is there (again): losing it later warns again.
+    pub(super) fn class_found(&self) {
+        if let Some(uid) = self.machine.uid() {
+            self.deps.class_warned.lock().remove(&uid);
+        }
+    }
+}
