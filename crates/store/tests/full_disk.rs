@@ -9,61 +9,12 @@ use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use store::file::FileOptions;
 use store::{Engine, EngineConfig, FileStore, RangeRequest, Store, StoreError};
-
-/// A mounted tmpfs, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(self.dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            // Still busy (a thread of a dropped store finishing): detach it.
-            let _ = Command::new("umount")
-                .arg("-l")
-                .arg(self.dir.path())
-                .status();
-        }
-    }
-}
+use testkit::disk::Tmpfs;
 
 fn options() -> FileOptions {
     FileOptions {

@@ -1,59 +1,32 @@
 //! What the tests of several trellis crates share, so that each crate's
 //! `tests/common` holds only what is its own.
 //!
-//! * [`cluster`]: an embedded API server with CRDs and a client of it
-//!   (over [`apiserver::cluster`]), logging to the test's output.
+//! * [`cluster`] and [`bare_cluster`]: an embedded API server with CRDs and
+//!   a client of it (over [`apiserver::cluster`]), logging to the test's
+//!   output; [`kubeconfig`]: a client configuration from a kubeconfig
+//!   document, as users build theirs.
 //! * [`eventually`]: poll until a condition holds or a timeout fails the
-//!   test.
+//!   test ([`eventually_or`]: reporting what it saw first).
 //! * [`sim`]: the simulated kubelets' timing at test scale.
 //! * [`objects`]: namespaces and objects created from JSON.
-//! * [`kubeconfig`]: a client configuration from a kubeconfig document,
-//!   as users build theirs.
+//! * [`disk`]: a really full disk (a small tmpfs).
 //!
 //! Only ever a dev-dependency: nothing here is fit for production (it
-//! panics on failure, which is what a test wants).
+//! panics on failure, which is what a test wants). Everything that talks
+//! to a cluster sits behind the default `cluster` feature, so that the
+//! store's tests, below the API server, can use the rest alone.
 
+pub mod disk;
+#[cfg(feature = "cluster")]
+mod embedded;
+#[cfg(feature = "cluster")]
 pub mod objects;
 mod poll;
+#[cfg(feature = "cluster")]
 pub mod sim;
 
-pub use apiserver::cluster::Cluster;
+#[cfg(feature = "cluster")]
+pub use embedded::{Cluster, bare_cluster, cluster, init_tracing, kubeconfig};
+#[cfg(feature = "cluster")]
 pub use objects::{create, namespace};
-pub use poll::{Outcome, eventually};
-
-/// Sends `tracing` output to the test's captured output, filtered by
-/// `RUST_LOG`; once per test binary, later calls do nothing.
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
-/// Starts an embedded cluster (in-memory store, plain HTTP on
-/// `127.0.0.1:0`, a client without retries) with `crds` installed, after
-/// [`init_tracing`]. Builds that need more (TLS, a file store, a config)
-/// use [`Cluster::builder`] themselves.
-pub async fn cluster<T: serde::Serialize>(crds: impl IntoIterator<Item = T>) -> Cluster {
-    init_tracing();
-    Cluster::builder()
-        .crds(crds)
-        .start()
-        .await
-        .expect("the embedded cluster starts")
-}
-
-/// [`cluster`] without CRDs.
-pub async fn bare_cluster() -> Cluster {
-    cluster(std::iter::empty::<serde_json::Value>()).await
-}
-
-/// The client configuration a kubeconfig document describes (server, CA,
-/// credentials, impersonation), with kube-rs's defaults; a test that wants
-/// to see every 429 turns `default_retry` off.
-pub async fn kubeconfig(
-    yaml: &str,
-) -> Result<kube::Config, Box<dyn std::error::Error + Send + Sync>> {
-    let kc = kube::config::Kubeconfig::from_yaml(yaml)?;
-    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
-}
+pub use poll::{Outcome, eventually, eventually_or};

@@ -34,17 +34,28 @@ impl<T> Outcome for Option<T> {
 pub async fn eventually<O: Outcome>(
     what: &str,
     secs: u64,
+    check: impl AsyncFnMut() -> O,
+) -> O::Value {
+    eventually_or(what, secs, check, async || {}).await
+}
+
+/// [`eventually`], running `report` before failing, so that a timed-out
+/// test shows the state it saw (what the objects and the simulator held).
+pub async fn eventually_or<O: Outcome>(
+    what: &str,
+    secs: u64,
     mut check: impl AsyncFnMut() -> O,
+    report: impl AsyncFnOnce(),
 ) -> O::Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(v) = check().await.reached() {
             return v;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what} ({secs}s)"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            report().await;
+            panic!("timed out waiting for {what} ({secs}s)");
+        }
         tokio::time::sleep(INTERVAL).await;
     }
 }
@@ -70,5 +81,11 @@ mod tests {
     #[should_panic(expected = "timed out waiting for never (0s)")]
     async fn fails_the_test_naming_what_it_waited_for() {
         eventually("never", 0, async || false).await;
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "reported")]
+    async fn reports_before_failing() {
+        eventually_or("never", 0, async || false, async || panic!("reported")).await;
     }
 }

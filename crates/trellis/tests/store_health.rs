@@ -14,50 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Running, free_port, have};
-
-/// A mounted tmpfs, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(self.dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount")
-                .arg("-l")
-                .arg(self.dir.path())
-                .status();
-        }
-    }
-}
+use testkit::disk::Tmpfs;
 
 struct Server {
     running: Running,
@@ -206,18 +163,18 @@ fn full_disk_makes_readyz_fail_until_space_is_freed() {
         return;
     };
     let scratch = tempfile::tempdir().unwrap();
-    let data = fs_.dir.path().join("data");
+    let data = fs_.path().join("data");
     let srv = Server::start(&data, free_port(), scratch.path().join("server.log"))
         .expect("the server exited before it was ready");
-    let ballast = fs_.dir.path().join("ballast");
+    let ballast = fs_.path().join("ballast");
     std::fs::write(&ballast, vec![b'b'; 4 << 20]).unwrap();
-    let (_, failure) = fill_with_writes(&srv, scratch.path(), fs_.dir.path());
+    let (_, failure) = fill_with_writes(&srv, scratch.path(), fs_.path());
     assert_eq!(failure.1, 500, "{}", failure.2);
     let (code, body) = srv.get("/readyz");
     assert_eq!(code, 500, "{body}");
     assert!(body.contains("No space left on device"), "{body}");
 
-    std::fs::remove_file(fs_.dir.path().join("filler")).unwrap();
+    std::fs::remove_file(fs_.path().join("filler")).unwrap();
     std::fs::remove_file(&ballast).unwrap();
     let freed = Instant::now();
     loop {
@@ -246,17 +203,17 @@ fn full_disk_server_fails_writes_keeps_serving_reads_and_heals() {
         return;
     };
     let scratch = tempfile::tempdir().unwrap();
-    let data = fs_.dir.path().join("data");
+    let data = fs_.path().join("data");
     let port = free_port();
     let srv = Server::start(&data, port, scratch.path().join("server-1.log"))
         .expect("the server exited before it was ready");
     // Ballast, freed at the end to make room again.
-    let ballast = fs_.dir.path().join("ballast");
+    let ballast = fs_.path().join("ballast");
     std::fs::write(&ballast, vec![b'b'; 4 << 20]).unwrap();
 
     // Create ConfigMaps until the disk is full: the failing create gets a
     // 500 that says why.
-    let (mut acked, failure) = fill_with_writes(&srv, scratch.path(), fs_.dir.path());
+    let (mut acked, failure) = fill_with_writes(&srv, scratch.path(), fs_.path());
     assert_eq!(failure.1, 500, "{}", failure.2);
     assert!(
         failure.2.contains("No space left on device"),
@@ -296,7 +253,7 @@ fn full_disk_server_fails_writes_keeps_serving_reads_and_heals() {
     check_reads(&srv, &acked, &failure.0);
 
     // Free space: writes succeed again without a restart.
-    std::fs::remove_file(fs_.dir.path().join("filler")).unwrap();
+    std::fs::remove_file(fs_.path().join("filler")).unwrap();
     std::fs::remove_file(&ballast).unwrap();
     let mut healed = Vec::new();
     for i in 0..3 {
