@@ -89,11 +89,11 @@ impl Expectations {
 
     /// Whether the cache (looked up by object name) shows every write
     /// recorded for `owner`; met and expired records are dropped.
-    pub fn satisfied<'a>(
+    pub fn satisfied(
         &self,
         owner: &str,
         now: Instant,
-        cached: impl Fn(&str) -> Option<&'a ObjectMeta>,
+        cached: impl Fn(&str) -> Option<ObjectMeta>,
     ) -> bool {
         let mut map = self.pending.lock();
         let Some(p) = map.get_mut(owner) else {
@@ -103,7 +103,7 @@ impl Expectations {
             map.remove(owner);
             return true;
         }
-        p.items.retain(|(name, e)| !e.met(cached(name)));
+        p.items.retain(|(name, e)| !e.met(cached(name).as_ref()));
         if p.items.is_empty() {
             map.remove(owner);
             return true;
@@ -158,21 +158,21 @@ mod tests {
         let held = meta(false, &["f"]);
         // Nothing seen yet: a is missing, b is live, c still has f.
         assert!(!e.satisfied("rs", now, |n| match n {
-            "b" => Some(&live),
-            "c" => Some(&held),
+            "b" => Some(live.clone()),
+            "c" => Some(held.clone()),
             _ => None,
         }));
         // a shows up; b and c are still as before.
         assert!(!e.satisfied("rs", now, |n| match n {
-            "a" | "b" => Some(&live),
-            "c" => Some(&held),
+            "a" | "b" => Some(live.clone()),
+            "c" => Some(held.clone()),
             _ => None,
         }));
         // b is deleting, c lost its finalizer: all met (a was met before).
         let deleting = meta(true, &[]);
         assert!(e.satisfied("rs", now, |n| match n {
-            "b" => Some(&deleting),
-            "c" => Some(&live),
+            "b" => Some(deleting.clone()),
+            "c" => Some(live.clone()),
             _ => None,
         }));
         assert!(e.satisfied("other", now, |_| None));

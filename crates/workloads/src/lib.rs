@@ -6,7 +6,7 @@
 //!
 //! Every decision is a pure function of the observed objects and the clock
 //! (`plan(observed, now) -> Plan`), table-tested without I/O; thin
-//! executors (`controllers`) apply the plans through kube-rs and talk to
+//! executors in [`controllers`] apply the plans through kube-rs and talk to
 //! nothing but the API, so they run unchanged against a real cluster.
 //!
 //! - [`meta`]: selectors, controller references and the adopt/release rules.
@@ -15,7 +15,9 @@
 //! - [`hash`]: pod-template and revision hashes.
 //! - [`replicaset`]: the ReplicaSet decision.
 //! - [`deployment`]: the Deployment decision.
+//! - [`run`]: the shared caches and the controllers, run until shutdown.
 
+pub mod controllers;
 pub mod deployment;
 pub mod expectations;
 pub mod hash;
@@ -23,3 +25,7 @@ pub mod meta;
 pub mod names;
 pub mod pods;
 pub mod replicaset;
+pub mod run;
+
+pub use controllers::Config;
+pub use run::run;

@@ -1,0 +1,235 @@
+//! Wiring: one watch per kind fills a shared cache and triggers the
+//! controllers that care, each only after its cache shows the change.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::controllers::{self, Config, Context};
+use crate::meta::{self, Selector};
+
+/// A trigger stream of one kind.
+type Triggers<K> = Vec<std::pin::Pin<Box<dyn Stream<Item = Result<K, watcher::Error>> + Send>>>;
+
+/// One watch of a kind that fills a cache and hands every changed or
+/// deleted object to `triggers` streams, each only after the cache shows
+/// it (kube-runtime's `reflect_shared` can stall and never passes on
+/// deletions; this is machine-controller-manager's way around both).
+/// `gone` hears of every deletion, for the expectations. The watch stops
+/// once every trigger stream is dropped (the controllers stopped) or, for a
+/// cache without triggers, on `shutdown`.
+async fn shared_watch<K>(
+    api: Api<K>,
+    triggers: usize,
+    gone: impl Fn(&K) + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<(Store<K>, Triggers<K>)>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store::<K>();
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..triggers)
+        .map(|_| mpsc::unbounded_channel::<K>())
+        .unzip();
+    let all_closed = {
+        let senders = senders.clone();
+        async move {
+            if senders.is_empty() {
+                shutdown.await;
+            }
+            for tx in &senders {
+                tx.closed().await;
+            }
+        }
+    };
+    let pump = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(move |event| {
+            let touched = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Some(o),
+                Ok(watcher::Event::Delete(o)) => {
+                    gone(&o);
+                    Some(o)
+                }
+                // Watch errors are retried by the backoff.
+                _ => None,
+            };
+            if let Some(o) = touched {
+                for tx in &senders {
+                    let _ = tx.send(o.clone());
+                }
+            }
+            futures::future::ready(())
+        });
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = pump => {}
+            _ = all_closed => {}
+        }
+    });
+    store.wait_until_ready().await?;
+    let streams: Triggers<K> = receivers
+        .into_iter()
+        .map(|rx| {
+            futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|obj| (Ok(obj), rx))
+            })
+            .boxed()
+        })
+        .collect();
+    Ok((store, streams))
+}
+
+/// The objects of kind `K` a `child` maps to: its controller when that is
+/// a `kind`, else (an orphan) every `K` in its namespace whose selector
+/// matches it, which may adopt it.
+fn owners_of<K, C>(
+    child: &C,
+    kind: &str,
+    candidates: &Store<K>,
+    selector: impl Fn(&K) -> Option<Selector>,
+) -> Vec<ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+    C: kube::Resource,
+{
+    let m = child.meta();
+    let ns = m.namespace.clone().unwrap_or_default();
+    match meta::controller_of(m) {
+        Some(r) if r.kind == kind => vec![ObjectRef::new(&r.name).within(&ns)],
+        Some(_) => Vec::new(),
+        None => candidates
+            .state()
+            .iter()
+            .filter(|k| k.meta().namespace.as_deref() == Some(ns.as_str()))
+            .filter(|k| selector(k).is_some_and(|s| !s.is_empty() && s.matches(m.labels.as_ref())))
+            .map(|k| ObjectRef::from_obj(k.as_ref()))
+            .collect(),
+    }
+}
+
+/// Runs every workload controller against `client` until `shutdown`
+/// resolves; each finishes its running reconciles first. A watch that
+/// cannot start (the API is unreachable, a kind is not served) is the
+/// only error.
+pub async fn run(
+    client: kube::Client,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
+) -> anyhow::Result<()> {
+    let workers = controller::Config::default().concurrency(config.concurrency);
+    // Deletions of pods meet expected creations of them (a pod created
+    // and deleted before the cache saw it).
+    let expect_pods: Arc<std::sync::OnceLock<Arc<Context>>> = Arc::default();
+    let hook = expect_pods.clone();
+    let (pods, mut pod_events) = shared_watch(
+        Api::<Pod>::all(client.clone()),
+        1,
+        move |p: &Pod| {
+            if let Some(ctx) = hook.get() {
+                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+                ctx.pod_expectations
+                    .observe_gone(&controllers::key(ns, meta::name(&p.metadata)));
+            }
+        },
+        shutdown.clone(),
+    )
+    .await?;
+    let (replica_sets, mut rs_events) = shared_watch(
+        Api::<ReplicaSet>::all(client.clone()),
+        2,
+        |_| {},
+        shutdown.clone(),
+    )
+    .await?;
+    let (revisions, _revision_events) = shared_watch(
+        Api::<ControllerRevision>::all(client.clone()),
+        0,
+        |_| {},
+        shutdown.clone(),
+    )
+    .await?;
+    let (claims, _claim_events) = shared_watch(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        0,
+        |_| {},
+        shutdown.clone(),
+    )
+    .await?;
+    let (jobs, _job_events) =
+        shared_watch(Api::<Job>::all(client.clone()), 0, |_| {}, shutdown.clone()).await?;
+    let (slices, _slice_events) = shared_watch(
+        Api::<EndpointSlice>::all(client.clone()),
+        0,
+        |_| {},
+        shutdown.clone(),
+    )
+    .await?;
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        config,
+        pods,
+        replica_sets.clone(),
+        revisions,
+        claims,
+        jobs,
+        slices,
+    ));
+    let _ = expect_pods.set(ctx.clone());
+
+    let rs_selector = |rs: &ReplicaSet| {
+        rs.spec
+            .as_ref()
+            .and_then(|s| Selector::from_label_selector(&s.selector).ok())
+    };
+    let rs_store = replica_sets.clone();
+    let rs_ctrl = Controller::for_stream(rs_events.remove(0), replica_sets.clone())
+        .watches_stream(pod_events.remove(0), move |p: Pod| {
+            owners_of(&p, "ReplicaSet", &rs_store, rs_selector)
+        })
+        .with_config(workers.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            controllers::replicaset::reconcile,
+            controllers::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+
+    let deployments = Api::<Deployment>::all(client.clone());
+    let d_ctrl = Controller::new(deployments, watcher::Config::default());
+    let d_store = d_ctrl.store();
+    let d_ctrl = d_ctrl
+        .watches_stream(rs_events.remove(0), move |rs: ReplicaSet| {
+            owners_of(&rs, "Deployment", &d_store, |d: &Deployment| {
+                d.spec
+                    .as_ref()
+                    .and_then(|s| Selector::from_label_selector(&s.selector).ok())
+            })
+        })
+        .with_config(workers.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            controllers::deployment::reconcile,
+            controllers::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+
+    futures::join!(rs_ctrl, d_ctrl);
+    Ok(())
+}
