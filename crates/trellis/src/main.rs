@@ -307,11 +307,20 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
     let workers = extension_local::run(
         client.clone(),
         extension_local::Config::default(),
-        controllers_shutdown,
+        controllers_shutdown.clone(),
     )
     .map(anyhow::Ok);
-    let mut controllers =
-        tokio::spawn(async move { tokio::try_join!(machines, gardenlet, workers).map(|_| ()) });
+    // kube-controller-manager's part for the seed's workloads: Deployments,
+    // ReplicaSets, StatefulSets, Jobs, CronJobs and EndpointSlices (on a
+    // real cluster its own kube-controller-manager does this).
+    let workloads = workloads::run(
+        client.clone(),
+        workloads::Config::default(),
+        controllers_shutdown,
+    );
+    let mut controllers = tokio::spawn(async move {
+        tokio::try_join!(machines, gardenlet, workers, workloads).map(|_| ())
+    });
     println!(
         "trellis is up: API server on {} with every controller",
         started.url
