@@ -1098,19 +1098,33 @@ pub(crate) async fn bind(shared: &Shared, pod: &Pod) -> Result<(), Error> {
         "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": shared.cfg.node_name},
     });
-    api.create_subresource::<_, serde_json::Value>(
-        "binding",
-        &name,
-        &PostParams::default(),
-        &binding,
-    )
-    .await
-    .map(|_| ())
-    .map_err(|source| Error::BindFailed {
+    let err = |source| Error::BindFailed {
         pod: format!("{ns}/{name}"),
         node: shared.cfg.node_name.clone(),
         source,
-    })
+    };
+    match api
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            &name,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // A server without pods/binding: set spec.nodeName, which the
+        // server lets a pod get once. The UID in the patch makes a pod
+        // re-created under the same name refuse it.
+        Err(e) if matches!(api_code(&e), Some(404 | 405)) => {
+            let patch = json!({"metadata": {"uid": pod.metadata.uid}, "spec": {"nodeName": shared.cfg.node_name}});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+                .map_err(err)
+        }
+        Err(e) => Err(err(e)),
+    }
 }
 
 pub(crate) async fn scheduled_event(shared: &Shared, pod: &Pod, ok: Result<(), String>) {

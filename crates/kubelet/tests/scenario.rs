@@ -334,3 +334,67 @@ async fn an_unknown_image_stays_pending_with_an_event_naming_it() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn unbound_pods_that_fit_are_scheduled_here_and_others_left_alone() {
+    let k = start().await;
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), "default");
+    let unbound = |name: &str, extra: serde_json::Value| {
+        let mut p = pod(name, "trellis.dev/exec", "exec sleep 1000", json!({}));
+        let spec = p.spec.as_mut().unwrap();
+        spec.node_name = None;
+        let mut v = serde_json::to_value(&p).unwrap();
+        for (key, val) in extra.as_object().unwrap() {
+            v["spec"][key] = val.clone();
+        }
+        serde_json::from_value::<Pod>(v).unwrap()
+    };
+    pods.create(
+        &PostParams::default(),
+        &unbound(
+            "fits",
+            json!({"nodeSelector": {"kubernetes.io/hostname": "box"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &unbound("elsewhere", json!({"nodeSelector": {"pool": "workers"}})),
+    )
+    .await
+    .unwrap();
+    let mut other = pod(
+        "simulated",
+        "trellis.dev/exec",
+        "exec sleep 1000",
+        json!({}),
+    );
+    other.spec.as_mut().unwrap().node_name = Some("sim-1".into());
+    pods.create(&PostParams::default(), &other).await.unwrap();
+    let p = eventually("the fitting pod to run here", 60, async || {
+        pods.get("fits").await.ok().filter(ready)
+    })
+    .await;
+    assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("box"));
+    let events: Api<Event> = Api::namespaced(k.client.clone(), "default");
+    eventually("FailedScheduling for the other", 20, async || {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("FailedScheduling")
+                    && e.involved_object.name.as_deref() == Some("elsewhere")
+            })
+            .then_some(())
+    })
+    .await;
+    let p = pods.get("elsewhere").await.unwrap();
+    assert_eq!(p.spec.unwrap().node_name, None);
+    let p = pods.get("simulated").await.unwrap();
+    assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("sim-1"));
+    assert!(
+        p.status.and_then(|s| s.pod_ip).is_none(),
+        "a simulated node's pod is not run here"
+    );
+}
