@@ -37,7 +37,9 @@ pub mod machineset;
 pub mod meta;
 pub mod mhc;
 pub mod phase;
+pub mod run;
 pub mod testing;
 pub mod types;
+pub mod webhooks;
 
 pub use types::*;

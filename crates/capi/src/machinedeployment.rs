@@ -502,6 +502,7 @@ pub fn plan(s: &DeploymentScope<'_>) -> DeploymentPlan {
         }
     } else {
         // The new set: found, or created now.
+        let mut new_revision = None;
         let new_counts = match new {
             Some(n) => {
                 let name = n.metadata.name.clone().unwrap_or_default();
@@ -512,6 +513,7 @@ pub fn plan(s: &DeploymentScope<'_>) -> DeploymentPlan {
                 } else {
                     current.max(1)
                 };
+                new_revision = Some(new_rev);
                 let ann = set_bookkeeping(md, new_rev, max_surge);
                 let have = n.metadata.annotations.clone().unwrap_or_default();
                 let mut ann_patch = serde_json::Map::new();
@@ -560,6 +562,7 @@ pub fn plan(s: &DeploymentScope<'_>) -> DeploymentPlan {
                     };
                     rollout::new_set_replicas(desired, max_surge, &fresh, &old_counts)
                 };
+                new_revision = Some(max_old_revision + 1);
                 let set = new_set(md, &s.random, max_old_revision + 1, start as i32, max_surge);
                 let name = set.metadata.name.clone().unwrap_or_default();
                 spec.insert(name.clone(), start);
@@ -574,6 +577,17 @@ pub fn plan(s: &DeploymentScope<'_>) -> DeploymentPlan {
                 })
             }
         };
+        // The deployment's revision is its new set's (MachineSets compare
+        // theirs to it to tell whether they are current).
+        if let Some(rev) = new_revision
+            && annotation(&md.metadata, labels::REVISION) != Some(rev.to_string().as_str())
+        {
+            let patch = p.md_patch.get_or_insert_with(|| json!({}));
+            meta::merge_into(
+                patch,
+                json!({"metadata": {"annotations": {labels::REVISION: rev.to_string()}}}),
+            );
+        }
         if let Some(new_counts) = new_counts {
             if on_delete {
                 on_delete_step(

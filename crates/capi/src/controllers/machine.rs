@@ -63,22 +63,6 @@ fn nodes_with(ctx: &Context, provider_id: &str) -> Vec<Arc<Node>> {
         .unwrap_or_default()
 }
 
-/// The Machine a Node belongs to: by the annotations the controller puts
-/// on it, else by providerID.
-pub fn machine_of_node(ctx: &Context, node: &Node) -> Option<(String, String)> {
-    let ann = |k| crate::meta::annotation(&node.metadata, k).map(str::to_string);
-    if let (Some(ns), Some(name)) = (
-        ann(labels::NODE_CLUSTER_NAMESPACE),
-        ann(labels::NODE_MACHINE),
-    ) {
-        return Some((ns, name));
-    }
-    let pid = node.spec.as_ref()?.provider_id.as_deref()?;
-    ctx.machines
-        .find(|m| m.spec.provider_id.as_deref() == Some(pid))
-        .map(|m| (m.namespace().to_string(), m.name().to_string()))
-}
-
 /// The pods bound to a Node, in the drain's form, without those Cluster
 /// API never drains (`cluster.x-k8s.io/drain=skip`).
 async fn drain_facts(ctx: &Context, m: &Machine, node: &Node) -> Result<DrainFacts, Error> {

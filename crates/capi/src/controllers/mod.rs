@@ -3,9 +3,13 @@
 //! apply the plans through kube-rs. They never depend on the API server
 //! crate, so they run unchanged against any Kubernetes API.
 
+pub mod cluster;
 pub mod dynamic;
 pub mod informer;
 pub mod machine;
+pub mod machinedeployment;
+pub mod machinehealthcheck;
+pub mod machineset;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,8 +60,10 @@ pub enum Error {
     #[error("{what} failed: {source}")]
     Api {
         what: String,
+        // Boxed: kube's error is large, and errors travel through every
+        // reconcile's `Result`.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// The plan hit problems; the status says so, and the reconcile is
     /// retried with backoff.
@@ -69,7 +75,7 @@ impl Error {
     pub fn api(what: impl Into<String>, source: kube::Error) -> Error {
         Error::Api {
             what: what.into(),
-            source,
+            source: Box::new(source),
         }
     }
 }
