@@ -136,6 +136,9 @@ pub(crate) struct Shared {
     ips: Mutex<()>,
     names: watch::Receiver<Names>,
     path_env: String,
+    /// Set when the kubelet stops: workers act no more, so nothing is
+    /// started while the pods' processes are being stopped.
+    stopping: AtomicBool,
 }
 
 /// Runs the kubelet until `shutdown` resolves.
@@ -164,6 +167,7 @@ pub async fn run(
         pods: Mutex::new(HashMap::new()),
         ips: Mutex::new(()),
         names: names_rx,
+        stopping: AtomicBool::new(false),
         path_env: std::env::var("PATH").unwrap_or_else(|_| {
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
         }),
@@ -204,9 +208,18 @@ pub async fn run(
     tasks.spawn(crate::claims::collect(shared.clone()));
     tasks.spawn(crate::proxy::run(client.clone()));
     shutdown.await;
+    shared.stopping.store(true, Ordering::SeqCst);
     tasks.abort_all();
     if shared.cfg.stop_pods_on_shutdown {
-        stop_everything(&shared.rt).await;
+        // A worker may be in the middle of a start; give it a moment, and
+        // go round again for anything started meanwhile.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for _ in 0..3 {
+            stop_everything(&shared.rt).await;
+            if shared.rt.live().is_empty() {
+                break;
+            }
+        }
     }
     Ok(())
 }
@@ -401,6 +414,9 @@ async fn stop_attempt(rt: &Runtime, uid: &str, name: &str, index: u32, grace_sec
 async fn worker(shared: Arc<Shared>, entry: Arc<Entry>) {
     let mut mem = Memory::default();
     loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
         let next = match sync(&shared, &entry, &mut mem).await {
             Some(d) => d,
             None => break,
@@ -759,6 +775,9 @@ async fn sync(shared: &Arc<Shared>, entry: &Entry, mem: &mut Memory) -> Option<D
 
     // Act.
     for action in &plan.actions {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
         match action {
             Action::Start {
                 container, restart, ..

@@ -72,6 +72,22 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Parts of the process kubelet that run as their own processes.
+    #[command(hide = true)]
+    Kubelet {
+        #[command(subcommand)]
+        what: KubeletCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KubeletCommand {
+    /// The supervisor of one container (started by the kubelet: `shim run
+    /// ATTEMPT_DIR`); it outlives trellis.
+    Shim {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -163,6 +179,51 @@ struct UpArgs {
     /// shoot's own API server).
     #[arg(long, num_args = 0..=1, default_missing_value = "machines", value_name = "NAME")]
     demo: Option<demo::Demo>,
+    /// Do not run the process kubelet (pods then stay Pending unless some
+    /// other kubelet runs them).
+    #[arg(long)]
+    no_kubelet: bool,
+    /// The process kubelet's image → command table (YAML, its entries in
+    /// front of the built-in ones; the format is in crates/kubelet/src/imagemap.rs).
+    #[arg(long, value_name = "FILE")]
+    image_map: Option<PathBuf>,
+    /// Where the process kubelet's HTTPS endpoint (logs, exec) listens; the
+    /// Node reports the port, so any free one will do.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:0")]
+    kubelet_listen: SocketAddr,
+    /// The name of the Node that stands for this machine (default: the
+    /// host name).
+    #[arg(long, value_name = "NAME")]
+    node_name: Option<String>,
+}
+
+/// The process kubelet of `trellis up`, unless `--no-kubelet`.
+fn kubelet_config(
+    args: &UpArgs,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<Option<kubelet::Config>> {
+    if args.no_kubelet {
+        return Ok(None);
+    }
+    let exe = std::env::current_exe().context("locating the trellis binary")?;
+    let node = args.node_name.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_lowercase())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".to_string())
+    });
+    let shim = vec![exe.clone().into(), "kubelet".into(), "shim".into()];
+    let trellis = exe.display().to_string();
+    let mut cfg = kubelet::Config::new(data_dir.to_path_buf(), node, shim, trellis.clone());
+    if let Some(f) = &args.image_map {
+        let yaml =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        cfg.images = kubelet::imagemap::ImageMap::with_file(trellis, &yaml)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+    }
+    cfg.listen = args.kubelet_listen;
+    Ok(Some(cfg))
 }
 
 /// The per-user default data directory: `$XDG_DATA_HOME/trellis` or
@@ -263,9 +324,35 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
             .clone()
             .unwrap_or_else(default_data_dir)
     });
+    let data_dir = args
+        .server
+        .data_dir
+        .clone()
+        .unwrap_or_else(default_data_dir);
+    let tls = !args.server.insecure_http;
+    let kubelet_config = kubelet_config(&args, &data_dir)?;
     let started = start_server(args.server, server_shutdown).await?;
     let mut serving = tokio::spawn(started.serve);
     let client = controller_manager::client_from(&started.kubeconfig).await?;
+    // The process kubelet: the seed's pods run on this machine. It talks
+    // to the server through the API only, like any kubelet.
+    let (kubelet_stop, kubelet_shutdown) = controller_manager::shutdown_pair();
+    let kubelet = match kubelet_config {
+        Some(mut cfg) => {
+            if tls {
+                let ca = data_dir.join("pki").join("ca.crt");
+                let pem = std::fs::read_to_string(&ca)
+                    .with_context(|| format!("reading {}", ca.display()))?;
+                cfg.client_ca_pem = Some(pem);
+            }
+            Some(tokio::spawn(kubelet::run(
+                client.clone(),
+                cfg,
+                kubelet_shutdown,
+            )))
+        }
+        None => None,
+    };
     let metrics = Arc::new(mcm::metrics::Metrics::new());
     if let Some(addr) = args.metrics_listen {
         let addr = controller_manager::serve_telemetry(addr, metrics.clone()).await?;
@@ -371,6 +458,16 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         controllers.abort();
         tracing::warn!("in-flight reconciles did not finish in time");
     }
+    // The kubelet stops the pods' processes (a crash would leave them to
+    // be adopted at the next start instead).
+    let _ = kubelet_stop.send(());
+    if let Some(k) = kubelet {
+        match tokio::time::timeout(std::time::Duration::from_secs(20), k).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the process kubelet"),
+            Err(_) => tracing::warn!("the process kubelet did not stop in time"),
+            _ => {}
+        }
+    }
     let _ = server_stop.send(());
     match tokio::time::timeout(SERVER_SHUTDOWN_GRACE, &mut serving).await {
         Ok(served) => served.context("the API server panicked")??,
@@ -469,6 +566,14 @@ async fn start_server(
 fn main() -> anyhow::Result<()> {
     let launched = std::time::Instant::now();
     let cli = Cli::parse();
+    // The shim creates namespaces, which needs a single-threaded process:
+    // it runs before logging and the async runtime start any thread.
+    if let Command::Kubelet {
+        what: KubeletCommand::Shim { args },
+    } = &cli.command
+    {
+        std::process::exit(kubelet::shim::main(args));
+    }
     let level = cli.log_level.clone().unwrap_or_else(|| {
         use std::io::IsTerminal as _;
         let demo_on_terminal = matches!(&cli.command, Command::Up(a) if a.demo.is_some())
@@ -491,6 +596,8 @@ fn main() -> anyhow::Result<()> {
     let result = rt.block_on(async move {
         match cli.command {
             Command::Up(args) => run_up(args, launched).await,
+            // Handled before the runtime started.
+            Command::Kubelet { .. } => Ok(()),
             Command::Status(args) => status::run(args).await,
             Command::Profile { what } => profile::run(what).await,
             Command::Server(args) => run_server(args).await,
