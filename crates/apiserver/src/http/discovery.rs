@@ -140,7 +140,7 @@ fn subresources(r: &Resource) -> Vec<Sub> {
         });
     }
     let core = r.builtin && r.group.is_empty();
-    if core && r.kind == "Namespace" {
+    if r.strategy.finalize_subresource() {
         subs.push(Sub {
             name: "finalize",
             gvk: None,

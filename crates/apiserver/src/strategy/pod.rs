@@ -297,3 +297,65 @@ fn pod_update(new: &Value, old: &Value) -> Vec<Cause> {
     }
     causes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res() -> Resource {
+        crate::strategy::resources()
+            .into_iter()
+            .find(|r| r.kind == "Pod")
+            .unwrap()
+    }
+
+    fn pod(containers: Value) -> Value {
+        json!({"metadata": {"name": "p"}, "spec": {"containers": containers}})
+    }
+
+    #[test]
+    fn containers_need_unique_names_and_images() {
+        let ok = pod(json!([{"name": "a", "image": "i"}]));
+        assert!(Pod.validate(&res(), &ok).unwrap().is_empty());
+        let bad = pod(json!([{"name": "a", "image": "i"}, {"name": "a"}]));
+        let fields: Vec<String> = Pod
+            .validate(&res(), &bad)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(
+            fields,
+            ["spec.containers[1].name", "spec.containers[1].image"]
+        );
+        let none = json!({"metadata": {"name": "p"}});
+        assert_eq!(Pod.validate(&res(), &none).unwrap()[0].field, "spec");
+    }
+
+    #[test]
+    fn a_scheduled_pod_is_deleted_gracefully() {
+        let mut p = pod(json!([{"name": "a", "image": "i"}]));
+        assert_eq!(Pod.deletion(&p, None).grace_seconds, 0, "nobody runs it");
+        p["spec"]["nodeName"] = json!("n1");
+        assert_eq!(Pod.deletion(&p, None).grace_seconds, 30);
+        assert_eq!(Pod.deletion(&p, Some(0)).grace_seconds, 0);
+        p["spec"]["terminationGracePeriodSeconds"] = json!(5);
+        assert_eq!(Pod.deletion(&p, None).grace_seconds, 5);
+    }
+
+    #[test]
+    fn a_pod_starts_pending_and_may_be_bound_once() {
+        assert_eq!(Pod.initial_status(None).unwrap()["phase"], "Pending");
+        let given = json!({"phase": "Running"});
+        assert_eq!(Pod.initial_status(Some(given)).unwrap()["phase"], "Running");
+        // As admission sees them: both defaulted.
+        let mut old = pod(json!([{"name": "a", "image": "i"}]));
+        Pod.apply_defaults(&res(), &mut old);
+        let mut bound = old.clone();
+        bound["spec"]["nodeName"] = json!("n1");
+        assert!(Pod.validate_update(&bound, &old).is_empty());
+        let mut moved = bound.clone();
+        moved["spec"]["nodeName"] = json!("n2");
+        assert_eq!(Pod.validate_update(&moved, &bound)[0].field, "spec");
+    }
+}

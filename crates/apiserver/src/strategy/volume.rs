@@ -43,3 +43,44 @@ impl<T: serde::de::DeserializeOwned> Strategy for Volume<T> {
         Ok(Vec::new())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volumes_and_claims_start_pending_whatever_was_sent() {
+        let given = Some(json!({"phase": "Bound"}));
+        assert_eq!(
+            PERSISTENT_VOLUME.initial_status(given.clone()).unwrap()["phase"],
+            "Pending"
+        );
+        assert_eq!(
+            PERSISTENT_VOLUME_CLAIM.initial_status(given).unwrap()["phase"],
+            "Pending"
+        );
+    }
+
+    #[test]
+    fn a_claim_must_decode_as_one() {
+        let res = crate::strategy::resources()
+            .into_iter()
+            .find(|r| r.kind == "PersistentVolumeClaim")
+            .unwrap();
+        let ok = json!({"metadata": {"name": "c"}, "spec": {"accessModes": ["ReadWriteOnce"]}});
+        assert!(
+            PERSISTENT_VOLUME_CLAIM
+                .validate(&res, &ok)
+                .unwrap()
+                .is_empty()
+        );
+        let bad = json!({"metadata": {"name": "c"}, "spec": {"accessModes": "ReadWriteOnce"}});
+        assert_eq!(
+            PERSISTENT_VOLUME_CLAIM
+                .validate(&res, &bad)
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+}
