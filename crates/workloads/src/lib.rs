@@ -15,6 +15,7 @@
 //! - [`hash`]: pod-template and revision hashes.
 //! - [`replicaset`]: the ReplicaSet decision.
 //! - [`deployment`]: the Deployment decision.
+//! - [`statefulset`]: the StatefulSet decision.
 //! - [`run`]: the shared caches and the controllers, run until shutdown.
 
 pub mod controllers;
@@ -26,6 +27,7 @@ pub mod names;
 pub mod pods;
 pub mod replicaset;
 pub mod run;
+pub mod statefulset;
 
 pub use controllers::Config;
 pub use run::run;

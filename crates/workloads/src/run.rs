@@ -7,7 +7,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -138,7 +138,7 @@ pub async fn run(
     let hook = expect_pods.clone();
     let (pods, mut pod_events) = shared_watch(
         Api::<Pod>::all(client.clone()),
-        1,
+        2,
         move |p: &Pod| {
             if let Some(ctx) = hook.get() {
                 let ns = p.metadata.namespace.as_deref().unwrap_or_default();
@@ -156,9 +156,9 @@ pub async fn run(
         shutdown.clone(),
     )
     .await?;
-    let (revisions, _revision_events) = shared_watch(
+    let (revisions, mut revision_events) = shared_watch(
         Api::<ControllerRevision>::all(client.clone()),
-        0,
+        1,
         |_| {},
         shutdown.clone(),
     )
@@ -230,6 +230,41 @@ pub async fn run(
         )
         .for_each(|_| futures::future::ready(()));
 
-    futures::join!(rs_ctrl, d_ctrl);
+    let sts_ctrl = Controller::new(
+        Api::<StatefulSet>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let sts_store = sts_ctrl.store();
+    let sts_revision_store = sts_store.clone();
+    let sts_selector = |s: &StatefulSet| {
+        s.spec
+            .as_ref()
+            .and_then(|s| Selector::from_label_selector(&s.selector).ok())
+    };
+    let sts_ctrl = sts_ctrl
+        .watches_stream(pod_events.remove(0), move |p: Pod| {
+            owners_of(&p, "StatefulSet", &sts_store, sts_selector)
+                .into_iter()
+                .filter(|r| {
+                    // Orphans are only adopted by the set their name names.
+                    meta::controller_of(&p.metadata).is_some()
+                        || crate::statefulset::parent_and_ordinal(meta::name(&p.metadata))
+                            .is_some_and(|(parent, _)| parent == r.name)
+                })
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(revision_events.remove(0), move |r: ControllerRevision| {
+            owners_of(&r, "StatefulSet", &sts_revision_store, sts_selector)
+        })
+        .with_config(workers.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            controllers::statefulset::reconcile,
+            controllers::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+
+    futures::join!(rs_ctrl, d_ctrl, sts_ctrl);
     Ok(())
 }

@@ -9,6 +9,7 @@
 
 pub mod deployment;
 pub mod replicaset;
+pub mod statefulset;
 
 use std::fmt::Debug;
 use std::sync::Arc;
