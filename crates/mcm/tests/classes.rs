@@ -16,7 +16,7 @@ use api::{
     Machine, MachineClass, MachineDeployment, MachineOperationType, MachinePhase, MachineState,
     labels,
 };
-use common::{fast_sim, system_namespaces};
+use common::{run_controllers, system_namespaces};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -24,6 +24,7 @@ use mcm::machine::{DELETION_STEP, LAST_KNOWN_CLASS};
 use mcm::metrics::Metrics;
 use provider_local::LocalProvider;
 use serde_json::json;
+use testkit::eventually_or;
 
 const NS: &str = "default";
 
@@ -40,28 +41,14 @@ struct Env {
 async fn start() -> Env {
     let client = common::server().await;
     system_namespaces(&client).await;
-    let provider =
-        LocalProvider::with_config(client.clone(), client.clone(), "trellis", fast_sim())
-            .await
-            .unwrap();
-    let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
+    let provider = common::provider(&client).await;
     let metrics = Arc::new(Metrics::new());
     let config = mcm::controllers::Config {
         namespace: NS.into(),
         metrics: metrics.clone(),
         ..Default::default()
     };
-    let c = client.clone();
-    tokio::spawn(async move {
-        mcm::run::run(
-            c.clone(),
-            c,
-            config,
-            Some(driver),
-            std::future::pending::<()>(),
-        )
-        .await
-    });
+    run_controllers(&client, config, Some(Arc::new(provider.clone())));
     Env {
         machines: Api::namespaced(client.clone(), NS),
         mds: Api::namespaced(client.clone(), NS),
@@ -155,15 +142,10 @@ async fn dump(env: &Env) {
     eprintln!("vms {:?}", env.provider.vms());
 }
 
-async fn wait_for(env: &Env, what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        if tokio::time::Instant::now() >= deadline {
-            dump(env).await;
-            panic!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Polls `f` until it holds; dumps machines, classes and VMs before
+/// failing.
+async fn wait_for(env: &Env, what: &str, secs: u64, f: impl AsyncFnMut() -> bool) {
+    eventually_or(what, secs, f, async || dump(env).await).await
 }
 
 fn has(finalizers: &Option<Vec<String>>, f: &str) -> bool {

@@ -10,12 +10,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use api::{Machine, MachineDeployment, MachinePhase, MachineSet};
-use common::{server, wait_for};
+use common::{run_controllers, server};
 use futures::StreamExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
 use serde_json::json;
+use testkit::eventually;
 
 /// Turns machines without a phase Running after `delay` (what the machine
 /// controller and a booting VM would do).
@@ -122,10 +123,7 @@ async fn controllers_over_fake_machines(boot: Duration) -> kube::Client {
         namespace: "default".into(),
         ..Default::default()
     };
-    let c = client.clone();
-    tokio::spawn(async move {
-        mcm::run::run(c.clone(), c, config, None, std::future::pending::<()>()).await
-    });
+    run_controllers(&client, config, None);
     client
 }
 
@@ -138,11 +136,11 @@ async fn rolling_update_keeps_capacity_and_surge() {
     let sets: Api<MachineSet> = Api::namespaced(client.clone(), "default");
     let md = MachineDeployment::test("web").replicas(3).rolling("1", "0");
     mds.create(&PostParams::default(), &md).await.unwrap();
-    wait_for("3 running machines", 30, async || {
+    eventually("3 running machines", 30, async || {
         running(&machines, "test-class").await == 3
     })
     .await;
-    wait_for("deployment status", 30, async || {
+    eventually("deployment status", 30, async || {
         mds.get("web")
             .await
             .unwrap()
@@ -214,7 +212,7 @@ async fn rolling_update_keeps_capacity_and_surge() {
     )
     .await
     .unwrap();
-    wait_for("5 machines", 30, async || {
+    eventually("5 machines", 30, async || {
         running(&machines, "next-class").await == 5
     })
     .await;
@@ -225,7 +223,7 @@ async fn rolling_update_keeps_capacity_and_surge() {
     )
     .await
     .unwrap();
-    wait_for("2 machines", 30, async || live(&machines).await == 2).await;
+    eventually("2 machines", 30, async || live(&machines).await == 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,7 +237,7 @@ async fn recreate_pause_and_failed_replacement() {
     )
     .await
     .unwrap();
-    wait_for("2 running", 30, async || {
+    eventually("2 running", 30, async || {
         running(&machines, "test-class").await == 2
     })
     .await;
@@ -267,7 +265,7 @@ async fn recreate_pause_and_failed_replacement() {
     )
     .await
     .unwrap();
-    wait_for("2 running v2", 60, async || {
+    eventually("2 running v2", 60, async || {
         running(&machines, "v2").await == 2
     })
     .await;
@@ -292,11 +290,11 @@ async fn recreate_pause_and_failed_replacement() {
         )
         .await
         .unwrap();
-    wait_for("the failed machine gone", 30, async || {
+    eventually("the failed machine gone", 30, async || {
         machines.get_opt(&victim_name).await.unwrap().is_none()
     })
     .await;
-    wait_for("a replacement", 30, async || {
+    eventually("a replacement", 30, async || {
         running(&machines, "v2").await == 2
     })
     .await;
@@ -313,7 +311,7 @@ async fn autoscaler_targeted_deletion_removes_exactly_the_named_machine() {
     )
     .await
     .unwrap();
-    wait_for("3 running", 30, async || {
+    eventually("3 running", 30, async || {
         running(&machines, "test-class").await == 3
     })
     .await;
@@ -336,11 +334,11 @@ async fn autoscaler_targeted_deletion_removes_exactly_the_named_machine() {
     )
     .await
     .unwrap();
-    wait_for("the named machine gone", 30, async || {
+    eventually("the named machine gone", 30, async || {
         machines.get_opt(&victim).await.unwrap().is_none()
     })
     .await;
-    wait_for("2 machines", 30, async || live(&machines).await == 2).await;
+    eventually("2 machines", 30, async || live(&machines).await == 2).await;
     for k in &keep {
         assert!(
             machines.get_opt(k).await.unwrap().is_some(),
@@ -368,7 +366,7 @@ async fn rollback_restores_the_previous_template() {
     )
     .await
     .unwrap();
-    wait_for("2 running", 30, async || {
+    eventually("2 running", 30, async || {
         running(&machines, "test-class").await == 2
     })
     .await;
@@ -379,7 +377,7 @@ async fn rollback_restores_the_previous_template() {
     )
     .await
     .unwrap();
-    wait_for("2 running v2", 30, async || {
+    eventually("2 running v2", 30, async || {
         running(&machines, "v2").await == 2 && live(&machines).await == 2
     })
     .await;
@@ -393,7 +391,7 @@ async fn rollback_restores_the_previous_template() {
     )
     .await
     .unwrap();
-    wait_for("2 running of the first class again", 30, async || {
+    eventually("2 running of the first class again", 30, async || {
         running(&machines, "test-class").await == 2 && live(&machines).await == 2
     })
     .await;

@@ -19,17 +19,9 @@ use serde_json::json;
 const NS: &str = "default";
 const LEASE: &str = "machine-controller-manager";
 
+/// An embedded API server without CRDs: Leases are all these tests need.
 async fn client() -> kube::Client {
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut kc = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    kc.default_retry = false;
-    kube::Client::try_from(kc).unwrap()
+    testkit::bare_cluster().await.client()
 }
 
 fn timing() -> LeaseTiming {
@@ -174,7 +166,7 @@ async fn the_controllers_heartbeat_while_they_run_and_release_it_when_they_stop(
         None,
         shutdown,
     ));
-    common::wait_for("the heartbeat", 10, async || {
+    testkit::eventually("the heartbeat", 10, async || {
         matches!(served(&client).await, Served::Yes { lease, .. } if lease == HEARTBEAT_LEASE)
     })
     .await;

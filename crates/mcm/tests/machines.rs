@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineState, labels};
-use common::{fast_sim, system_namespaces};
+use common::{run_controllers, system_namespaces};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -24,6 +24,7 @@ use mcm::machine::DELETION_STEP;
 use parking_lot::Mutex;
 use provider_local::LocalProvider;
 use serde_json::{Value, json};
+use testkit::eventually_or;
 
 const NS: &str = "default";
 
@@ -38,22 +39,8 @@ struct Env {
 async fn start(config: mcm::controllers::Config) -> Env {
     let client = common::server().await;
     system_namespaces(&client).await;
-    let provider =
-        LocalProvider::with_config(client.clone(), client.clone(), "trellis", fast_sim())
-            .await
-            .unwrap();
-    let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
-    let c = client.clone();
-    tokio::spawn(async move {
-        mcm::run::run(
-            c.clone(),
-            c,
-            config,
-            Some(driver),
-            std::future::pending::<()>(),
-        )
-        .await
-    });
+    let provider = common::provider(&client).await;
+    run_controllers(&client, config, Some(Arc::new(provider.clone())));
     Env {
         machines: Api::namespaced(client.clone(), NS),
         mds: Api::namespaced(client.clone(), NS),
@@ -167,15 +154,9 @@ async fn dump(env: &Env) {
     eprintln!("vms {:?}", env.provider.vms());
 }
 
-async fn wait_for(env: &Env, what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        if tokio::time::Instant::now() >= deadline {
-            dump(env).await;
-            panic!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Polls `f` until it holds; dumps machines, nodes and VMs before failing.
+async fn wait_for(env: &Env, what: &str, secs: u64, f: impl AsyncFnMut() -> bool) {
+    eventually_or(what, secs, f, async || dump(env).await).await
 }
 
 /// Records, per machine, every value its deletion-step annotation and

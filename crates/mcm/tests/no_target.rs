@@ -20,7 +20,7 @@ use api::{
     ConditionStatus, Machine, MachineClass, MachineDeployment, MachineDeploymentConditionType,
     MachineOperationType, MachinePhase, MachineState, labels,
 };
-use common::{fast_sim, server, system_namespaces, wait_for};
+use common::{fast_sim, server, system_namespaces};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::ResourceExt;
@@ -30,6 +30,7 @@ use mcm::machine::DELETION_STEP;
 use parking_lot::Mutex;
 use provider_local::LocalProvider;
 use serde_json::json;
+use testkit::eventually;
 
 const NS: &str = "default";
 
@@ -191,7 +192,7 @@ async fn deployment_is_available_without_a_target_and_scales_down_without_drains
             .filter(|m| m.metadata.deletion_timestamp.is_none())
             .collect()
     };
-    wait_for("3 Available machines", 30, async || {
+    eventually("3 Available machines", 30, async || {
         let ms = live().await;
         ms.len() == 3
             && ms
@@ -199,7 +200,7 @@ async fn deployment_is_available_without_a_target_and_scales_down_without_drains
                 .all(|m| m.phase() == Some(MachinePhase::Available))
     })
     .await;
-    wait_for("the deployment to count 3 available", 30, async || {
+    eventually("the deployment to count 3 available", 30, async || {
         let md = mds.get("web").await.unwrap();
         let st = md.status.unwrap_or_default();
         st.available_replicas == 3
@@ -253,7 +254,7 @@ async fn deployment_is_available_without_a_target_and_scales_down_without_drains
     assert_eq!(provider.vms().len(), 3);
     // The kubelets registered in the VM world, untouched.
     let world_nodes: Api<Node> = Api::all(vm_world.clone());
-    wait_for("3 simulated kubelets", 30, async || {
+    eventually("3 simulated kubelets", 30, async || {
         world_nodes
             .list(&ListParams::default())
             .await
@@ -272,7 +273,7 @@ async fn deployment_is_available_without_a_target_and_scales_down_without_drains
     )
     .await
     .unwrap();
-    wait_for("1 machine and 1 VM left", 30, async || {
+    eventually("1 machine and 1 VM left", 30, async || {
         machines
             .list(&ListParams::default())
             .await
@@ -283,7 +284,7 @@ async fn deployment_is_available_without_a_target_and_scales_down_without_drains
             && provider.vms().len() == 1
     })
     .await;
-    wait_for("the deployment to count 1 available", 30, async || {
+    eventually("the deployment to count 1 available", 30, async || {
         let st = mds.get("web").await.unwrap().status.unwrap_or_default();
         st.replicas == 1 && st.available_replicas == 1
     })
@@ -291,7 +292,7 @@ async fn deployment_is_available_without_a_target_and_scales_down_without_drains
 
     let remaining: Vec<String> = live().await.iter().map(|m| m.name_any()).collect();
     // The recorder follows a watch, a little behind the list above.
-    wait_for(
+    eventually(
         "the recorder to see both deletions reach S4",
         5,
         async || {

@@ -16,7 +16,7 @@ use api::{
     ConditionStatus, Machine, MachineClass, MachineDeployment, MachineDeploymentConditionType,
     MachinePhase, MachineSet, MachineSetConditionType, labels, machine_deployment_reasons,
 };
-use common::{fast_sim, system_namespaces, wait_for};
+use common::{provider, run_controllers, system_namespaces};
 use driver::{CreateMachineRequest, Driver};
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -30,6 +30,7 @@ use mcm::safety::Outage;
 use parking_lot::Mutex;
 use provider_local::LocalProvider;
 use serde_json::json;
+use testkit::eventually;
 
 const NS: &str = "default";
 
@@ -39,20 +40,6 @@ async fn server() -> kube::Client {
     let client = common::server().await;
     system_namespaces(&client).await;
     client
-}
-
-async fn provider(client: &kube::Client) -> LocalProvider {
-    LocalProvider::with_config(client.clone(), client.clone(), "trellis", fast_sim())
-        .await
-        .unwrap()
-}
-
-/// Runs every controller (the machine controller only with a driver).
-fn run(client: &kube::Client, config: Config, driver: Option<Arc<dyn Driver>>) {
-    let c = client.clone();
-    tokio::spawn(async move {
-        mcm::run::run(c.clone(), c, config, driver, std::future::pending::<()>()).await
-    });
 }
 
 /// The safety periods compressed to test scale.
@@ -144,7 +131,7 @@ fn annotated(n: &Node) -> bool {
 async fn orphan_vms_are_collected_and_adoptable_ones_kept() {
     let client = server().await;
     let provider = provider(&client).await;
-    run(&client, config(), Some(Arc::new(provider.clone())));
+    run_controllers(&client, config(), Some(Arc::new(provider.clone())));
     let (class, secret) = class(&client).await;
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let nodes: Api<Node> = Api::all(client.clone());
@@ -157,7 +144,7 @@ async fn orphan_vms_are_collected_and_adoptable_ones_kept() {
     )
     .await
     .unwrap();
-    wait_for("a running machine", 30, async || {
+    eventually("a running machine", 30, async || {
         machines
             .list(&ListParams::default())
             .await
@@ -195,7 +182,7 @@ async fn orphan_vms_are_collected_and_adoptable_ones_kept() {
     let dup = vm_behind_the_back(&provider, "dup", &class, &secret).await;
     assert_eq!(provider.vms().len(), 4);
 
-    wait_for("the orphan VMs deleted", 10, async || {
+    eventually("the orphan VMs deleted", 10, async || {
         let vms = provider.vms();
         !vms.contains_key(&ghost) && !vms.contains_key(&dup)
     })
@@ -215,7 +202,7 @@ async fn orphan_vms_are_collected_and_adoptable_ones_kept() {
     // Node "ghost" outlived its VM and no machine maps to it: once older
     // than the creation timeout it is marked not managed and loses the
     // node finalizer. The web machine's node is untouched.
-    wait_for("the ghost node disowned", 15, async || {
+    eventually("the ghost node disowned", 15, async || {
         nodes
             .get_opt("ghost")
             .await
@@ -254,7 +241,7 @@ async fn orphan_vms_are_collected_and_adoptable_ones_kept() {
         Some("ghost"),
     )
     .await;
-    wait_for("the ghost node reclaimed", 10, async || {
+    eventually("the ghost node reclaimed", 10, async || {
         !annotated(&nodes.get("ghost").await.unwrap())
     })
     .await;
@@ -323,7 +310,7 @@ fn md_frozen(d: &MachineDeployment) -> Option<String> {
 async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
     let client = server().await;
     // No driver: machines are only objects, which is all the count needs.
-    run(&client, config(), None);
+    run_controllers(&client, config(), None);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let sets: Api<MachineSet> = Api::namespaced(client.clone(), NS);
     let mds: Api<MachineDeployment> = Api::namespaced(client.clone(), NS);
@@ -334,7 +321,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
     )
     .await
     .unwrap();
-    wait_for("the set and its machine", 20, async || {
+    eventually("the set and its machine", 20, async || {
         let l = sets.list(&ListParams::default()).await.unwrap().items;
         l.len() == 1
             && machines
@@ -351,7 +338,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
     let uid = set.metadata.uid.clone().unwrap();
 
     extra_machines(&machines, &set, &["x0", "x1", "x2", "x3", "x4", "x5"]).await;
-    wait_for("the set and deployment frozen", 10, async || {
+    eventually("the set and deployment frozen", 10, async || {
         let s = sets.get(&set_name).await.unwrap();
         let d = mds.get("web").await.unwrap();
         frozen_label(&s.metadata)
@@ -404,7 +391,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
     )
     .await
     .unwrap();
-    wait_for("the set scaled by its deployment", 10, async || {
+    eventually("the set scaled by its deployment", 10, async || {
         sets.get(&set_name).await.unwrap().spec.replicas == 2
     })
     .await;
@@ -425,7 +412,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
             .await
             .unwrap();
     }
-    wait_for("the set and deployment thawed", 10, async || {
+    eventually("the set and deployment thawed", 10, async || {
         let s = sets.get(&set_name).await.unwrap();
         let d = mds.get("web").await.unwrap();
         !frozen_label(&s.metadata)
@@ -434,7 +421,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
             && md_frozen(&d).is_none()
     })
     .await;
-    wait_for("the set's machines created", 10, async || {
+    eventually("the set's machines created", 10, async || {
         machines
             .list(&ListParams::default())
             .await
@@ -455,7 +442,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
         "FrozeMachineDeployment",
         "UnfrozeMachineDeployment",
     ];
-    wait_for("the freeze and thaw events", 10, async || {
+    eventually("the freeze and thaw events", 10, async || {
         let reasons: BTreeSet<String> = events
             .list(&ListParams::default())
             .await
@@ -471,7 +458,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
 
     // The unfreeze annotation forces a thaw and is removed.
     extra_machines(&machines, &set, &["y0", "y1", "y2"]).await;
-    wait_for("frozen again", 10, async || {
+    eventually("frozen again", 10, async || {
         frozen_label(&sets.get(&set_name).await.unwrap().metadata)
     })
     .await;
@@ -482,7 +469,7 @@ async fn overshooting_freezes_the_set_and_deployment_then_thaws() {
     )
     .await
     .unwrap();
-    wait_for("the annotation honoured", 10, async || {
+    eventually("the annotation honoured", 10, async || {
         let s = sets.get(&set_name).await.unwrap();
         !s.metadata
             .annotations
@@ -562,7 +549,7 @@ async fn frozen_machine_controller_leaves_live_machines_alone() {
             .await
         })
     };
-    wait_for("frozen", 5, async || ctx.safety.frozen()).await;
+    eventually("frozen", 5, async || ctx.safety.frozen()).await;
     assert!(!ctx.safety.may_collect_orphans());
 
     // A live machine is not reconciled: no finalizer, requeued after the
@@ -580,7 +567,7 @@ async fn frozen_machine_controller_leaves_live_machines_alone() {
     // Recovery: one recovery with the outage, unfrozen, and the machine is
     // reconciled again.
     up.store(true, Ordering::SeqCst);
-    wait_for("unfrozen", 5, async || !ctx.safety.frozen()).await;
+    eventually("unfrozen", 5, async || !ctx.safety.frozen()).await;
     assert_eq!(outages.lock().len(), 1);
     let _ = mcm::controllers::machine::reconcile(Arc::new(m), ctx.clone()).await;
     let now = machines.get("m1").await.unwrap();

@@ -1,71 +1,46 @@
-//! What the scenario tests share: an embedded API server with the machine
-//! CRDs on a random local port, the simulator timing they run the local
-//! provider with, and polling.
+//! What the scenario tests share beyond the test kit: an embedded API
+//! server with the machine CRDs, the local provider over it with the kit's
+//! simulator timing, and the controllers running against it.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
-use nodesim::SimConfig;
-use serde_json::json;
+use provider_local::LocalProvider;
+
+pub use testkit::sim::fast as fast_sim;
 
 /// Starts an embedded API server with the machine CRDs installed and
 /// returns a client of it (without kube's retries, so failures show).
 pub async fn server() -> kube::Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    for crd in api::crds() {
-        apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
-            .await
-            .unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let mut config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
+    testkit::cluster(api::crds()).await.client()
 }
 
-/// Creates the namespaces simulated kubelets and bootstrap tokens live in.
+/// Creates the namespaces simulated kubelets and bootstrap tokens live in
+/// (the server makes them itself; a test states what it relies on).
 pub async fn system_namespaces(client: &kube::Client) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in ["kube-system", "kube-node-lease"] {
-        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        let _ = namespaces.create(&PostParams::default(), &obj).await;
+        testkit::namespace(client, ns).await;
     }
 }
 
-/// Simulator timing compressed to test scale.
-pub fn fast_sim() -> SimConfig {
-    SimConfig {
-        lease_renew_interval: Duration::from_millis(300),
-        node_monitor_grace_period: Duration::from_secs(1),
-        tick: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        ..SimConfig::default()
-    }
+/// The local provider with `client` as both control and target cluster.
+pub async fn provider(client: &kube::Client) -> LocalProvider {
+    LocalProvider::with_config(client.clone(), client.clone(), "trellis", fast_sim())
+        .await
+        .unwrap()
 }
 
-/// Polls `f` every 50 ms until it holds; fails the test after `secs`.
-pub async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Runs every controller against `client` (control and target) with
+/// `config` until the test ends; the machine controller only with a driver.
+pub fn run_controllers(
+    client: &kube::Client,
+    config: mcm::controllers::Config,
+    driver: Option<Arc<dyn driver::Driver>>,
+) {
+    let c = client.clone();
+    tokio::spawn(async move {
+        mcm::run::run(c.clone(), c, config, driver, std::future::pending::<()>()).await
+    });
 }
