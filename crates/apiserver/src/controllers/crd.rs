@@ -48,7 +48,7 @@ pub async fn load_all(storage: &Storage, registry: &Registry) -> Result<(), Erro
     Ok(())
 }
 
-async fn reconcile(ctx: &Context, key: &str) {
+pub(super) async fn reconcile(ctx: &Context, key: &str) {
     let Ok((Some(kv), _)) = ctx.storage.store().get(key, None).await else {
         return;
     };

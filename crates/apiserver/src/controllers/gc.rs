@@ -28,7 +28,7 @@ use crate::object;
 use crate::storage::{DeleteOptions, FOREGROUND, ORPHAN, keys};
 
 #[derive(Deserialize, Default)]
-struct Partial {
+pub(super) struct Partial {
     #[serde(default, rename = "apiVersion")]
     api_version: String,
     #[serde(default)]
@@ -81,14 +81,14 @@ struct Node {
 }
 
 #[derive(Default)]
-struct Graph {
+pub(super) struct Graph {
     nodes: HashMap<String, Node>,
     /// Owner UID → dependent UIDs.
     dependents: HashMap<String, HashSet<String>>,
 }
 
 impl Graph {
-    fn upsert(&mut self, p: Partial, key: &str) -> String {
+    pub(super) fn upsert(&mut self, p: Partial, key: &str) -> String {
         let uid = p.metadata.uid.clone();
         self.remove(&uid);
         for o in &p.metadata.owner_references {
@@ -127,7 +127,7 @@ impl Graph {
     }
 }
 
-fn parse(value: &[u8]) -> Option<Partial> {
+pub(super) fn parse(value: &[u8]) -> Option<Partial> {
     let p: Partial = serde_json::from_slice(value).ok()?;
     (!p.metadata.uid.is_empty()).then_some(p)
 }
@@ -163,7 +163,7 @@ async fn delete_node(ctx: &Context, n: &Node, policy: &str) {
 }
 
 /// Acts on one object; returns true when it should be looked at again later.
-async fn attend(ctx: &Context, g: &Graph, uid: &str) -> bool {
+pub(super) async fn attend(ctx: &Context, g: &Graph, uid: &str) -> bool {
     let Some(n) = g.nodes.get(uid) else {
         return false;
     };

@@ -61,3 +61,6 @@ pub fn spawn_all(ctx: Arc<Context>) {
     pdb::spawn(ctx.clone());
     events::spawn(ctx);
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,7 +29,7 @@ pub async fn ensure(storage: &Storage, name: &str) -> Result<(), Error> {
 
 /// One pass over a terminating namespace: delete what is left in it; once
 /// nothing is, drop the `kubernetes` finalizer so the namespace goes.
-async fn finalize(ctx: &Context, ns: &str) {
+pub(super) async fn finalize(ctx: &Context, ns: &str) {
     let mut remaining = 0usize;
     for res in ctx.registry.storage_resources() {
         if !res.namespaced {
@@ -83,7 +83,7 @@ async fn finalize(ctx: &Context, ns: &str) {
 
 /// Namespaces are removed by [`finalize`] once empty; a namespace object whose
 /// spec finalizers are gone and metadata finalizers empty is deleted.
-async fn sweep(ctx: &Context) {
+pub(super) async fn sweep(ctx: &Context) {
     let Ok(r) = ctx
         .storage
         .store()

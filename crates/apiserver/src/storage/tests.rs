@@ -333,3 +333,57 @@ async fn a_hub_replays_history_and_expires_it() {
     s.expire_watches();
     assert!(hub.subscribe(from).is_err(), "expired history is too old");
 }
+
+#[test]
+fn selection_by_namespace_labels_and_fields() {
+    use apimachinery::selector::{FieldSelector, LabelSelector};
+    use select::{Filter, Summary};
+    let pod = json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
+                     "spec": {"nodeName": "n1"}});
+    let fields = ["metadata.name", "metadata.namespace", "spec.nodeName"];
+    let s = Summary::of(&pod, &fields);
+    let filter = |ns: Option<&str>, labels: Option<&str>, f: Option<&str>| Filter {
+        namespace: ns.map(str::to_string),
+        labels: labels.map(|l| LabelSelector::parse(l).unwrap()),
+        fields: f.map(|f| FieldSelector::parse(f).unwrap()),
+    };
+    assert!(filter(None, None, None).matches(&s));
+    assert!(filter(None, None, None).is_trivial());
+    assert!(filter(Some("ns"), Some("app=a"), Some("spec.nodeName=n1")).matches(&s));
+    assert!(!filter(Some("other"), None, None).matches(&s));
+    assert!(!filter(None, Some("app!=a"), None).matches(&s));
+    assert!(!filter(None, None, Some("spec.nodeName=n2")).matches(&s));
+    assert!(filter(None, None, Some("metadata.name=p")).matches(&s));
+}
+
+#[test]
+fn watchers_see_objects_enter_and_leave_their_selection() {
+    use apimachinery::selector::LabelSelector;
+    use hub::HubEvent;
+    use select::{Filter, Summary, classify};
+    let labelled = |v: &str| {
+        Summary::of(
+            &json!({"metadata": {"name": "x", "labels": {"app": v}}}),
+            &[],
+        )
+    };
+    let event = |kind, now: &str, before: Option<&str>| HubEvent {
+        revision: 2,
+        kind,
+        object: bytes::Bytes::new(),
+        summary: labelled(now),
+        prev: before.map(labelled),
+    };
+    let f = Filter {
+        labels: Some(LabelSelector::parse("app=a").unwrap()),
+        ..Default::default()
+    };
+    use store::EventKind::{Delete, Put};
+    assert_eq!(classify(&event(Put, "a", None), &f), Some("ADDED"));
+    assert_eq!(classify(&event(Put, "a", Some("a")), &f), Some("MODIFIED"));
+    assert_eq!(classify(&event(Put, "a", Some("b")), &f), Some("ADDED"));
+    assert_eq!(classify(&event(Put, "b", Some("a")), &f), Some("DELETED"));
+    assert_eq!(classify(&event(Put, "b", Some("b")), &f), None);
+    assert_eq!(classify(&event(Delete, "a", None), &f), Some("DELETED"));
+    assert_eq!(classify(&event(Delete, "b", None), &f), None);
+}
