@@ -13,6 +13,8 @@
 //! wrong: they still run and are printed as `known: …`, but are not counted;
 //! one that starts passing is printed as `fixed: …` so it can be moved back.
 
+mod common;
+
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -22,11 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::{READY_TIMEOUT, Running, free_port, have};
 use serde_json::Value;
 
 /// How long one kubectl may run before its check fails.
 const KUBECTL_TIMEOUT: Duration = Duration::from_secs(30);
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 const WIDGET_CRD: &str = include_str!("fixtures/kubectl_e2e/widget-crd.yaml");
 const DEPLOYMENT: &str = include_str!("fixtures/kubectl_e2e/deployment.yaml");
@@ -357,34 +359,9 @@ fn quote(arg: &str) -> String {
 // The server
 // ---------------------------------------------------------------------------
 
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
-    l.local_addr().expect("local address").port()
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
 /// Starts `trellis server` on `data` with its default security and waits
 /// until kubectl, with the generated admin kubeconfig, gets `/readyz`.
-fn start(data: &Path, cache: &Path) -> Server {
+fn start(data: &Path, cache: &Path) -> Running {
     for _ in 0..3 {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_trellis"))
@@ -398,7 +375,7 @@ fn start(data: &Path, cache: &Path) -> Server {
             .stdout(Stdio::null())
             .spawn()
             .expect("spawning trellis server");
-        let mut server = Server { child };
+        let mut server = Running { child, port };
         let deadline = Instant::now() + READY_TIMEOUT;
         while Instant::now() < deadline {
             if server.child.try_wait().expect("polling").is_some() {

@@ -6,48 +6,14 @@
 //! objects a JSON client would have created. `run` and the eviction of
 //! `drain` send JSON and are checked alongside.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{READY_TIMEOUT, Running, free_port, have, run};
 use serde_json::{Value, json};
-
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Running {
-    child: Child,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binding an ephemeral port");
-    l.local_addr().expect("local address").port()
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("running a command");
-    eprintln!(
-        "$ {cmd:?}\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// Starts `trellis server` on `data` (TLS, the default) and waits until
 /// kubectl with the admin kubeconfig it writes can list namespaces.
@@ -65,7 +31,7 @@ fn start(data: &Path) -> Running {
             .stdout(Stdio::null())
             .spawn()
             .expect("spawning trellis server");
-        let mut running = Running { child };
+        let mut running = Running { child, port };
         let deadline = Instant::now() + READY_TIMEOUT;
         while Instant::now() < deadline {
             if running.child.try_wait().expect("polling").is_some() {
