@@ -1,5 +1,25 @@
-//! The creation flow (spec §2.1): the create-error handler, the record of
-//! a VM on its machine, and the status once the VM exists.
+//! The creation flow (spec §2.1) as a state machine, like deletion's: the
+//! steps C1–C7 ([`CreationStep`]), what the executor observes at each
+//! ([`CreationFact`]), and [`creation_transition`] from the two to the next
+//! step or the end of the pass, whose status, requeue and event
+//! [`creation_end`] decides. Also the pieces the ends are made of: the
+//! create-error handler, the record of a VM on its machine, and the status
+//! once the VM exists.
+//!
+//! ```text
+//! C1 GetVmStatus ─found───────────────────────────► C5 RecordVm ─► C7 VerifyVm ─► Created
+//!     │ NotFound/Unimplemented, no providerID           ▲   │ new or uninitialized
+//!     ▼                                                  │   ▼
+//! C2 CreateVm ─created (node name = machine's)──────────┘  C6 InitializeVm ─► C7
+//!     │ registers under another name
+//!     ▼
+//! C3 CheckNodeName ─free─► C5;  taken ─► C4 DeleteStaleVm ─► StaleNode (Failed)
+//! ```
+//!
+//! A driver error at C1 or C2 ends in the create-error handler, one at C6
+//! in an initialization failure (except `Unimplemented`, which skips C6),
+//! and a VM without a providerID (or node name, with a target) at C7 in
+//! the create-error handler with `Internal`.
 
 use std::time::Duration;
 
@@ -7,11 +27,14 @@ use api::{
     LastOperation, Machine, MachineOperationType, MachinePhase, MachineState, MachineStatus, labels,
 };
 use chrono::{DateTime, Utc};
-use driver::{Code, LONG_RETRY, MEDIUM_RETRY, Outcome, Step};
+use driver::{Code, DriverError, LONG_RETRY, MEDIUM_RETRY, Outcome, SHORT_RETRY, Step};
 use k8s_openapi::api::core::v1::NodeAddress;
 use serde_json::{Map, Value, json};
 
-use super::{LAST_APPLIED_PROVIDER_SPEC, Settings, age, annotation, label, last_op, with_phase};
+use super::{
+    LAST_APPLIED_PROVIDER_SPEC, MachineEvent, Settings, age, annotation, label, last_op, node_name,
+    with_phase,
+};
 use crate::health;
 
 /// lastOperation description of a machine whose VM was created.
@@ -175,6 +198,333 @@ pub fn recheck_after_creation(
         .creation_timeout
         .saturating_sub(age(m, now))
         .min(health::HEALTH_RECHECK)
+}
+
+/// The steps of the creation flow (spec §2.1), C1–C7. Unlike deletion's
+/// they are not recorded: every pass starts at C1, which finds a VM an
+/// earlier pass created (so a crash anywhere never duplicates a VM), and
+/// C5 records the VM on the machine before anything else is done with it
+/// (so a crash never loses one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CreationStep {
+    /// C1: ask the provider for the machine's VM (`GetMachineStatus`).
+    GetVmStatus,
+    /// C2: create the VM (`CreateMachine`).
+    CreateVm,
+    /// C3: the new VM registers under another name than the machine's:
+    /// look for a Node of that name (spec §2.1.2, "stale node").
+    CheckNodeName,
+    /// C4: that Node exists, left by an earlier VM: delete the new VM again
+    /// rather than let it take the stale Node over.
+    DeleteStaleVm,
+    /// C5: record the VM on the machine ([`creation_patch`]); then
+    /// initialize it (C6) when it is new or uninitialized, else verify (C7).
+    RecordVm { initialize: bool },
+    /// C6: initialize the VM (`InitializeMachine`).
+    InitializeVm,
+    /// C7: check that the provider named the VM ([`vm_ids_complete`]).
+    VerifyVm,
+}
+
+/// What the pass knows of the VM: its providerID, the node name it
+/// registers under, and its addresses (recorded only without a target
+/// cluster, where no Node carries them).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VmIds {
+    pub provider_id: String,
+    pub node_name: String,
+    pub addresses: Vec<NodeAddress>,
+}
+
+impl VmIds {
+    /// What the machine already records: its providerID and `node` label.
+    pub fn of(m: &Machine) -> VmIds {
+        VmIds {
+            provider_id: m.spec.provider_id.clone(),
+            node_name: node_name(m).unwrap_or_default().to_string(),
+            addresses: Vec::new(),
+        }
+    }
+
+    /// Takes in what a fact says about the VM. `GetMachineStatus` (C1)
+    /// describes the VM the machine has: its IDs are adopted where it
+    /// names them, its addresses always. `CreateMachine` (C2) describes a
+    /// new VM: its answer replaces everything. `InitializeMachine` (C6)
+    /// only fills in IDs still missing, and addresses when it reports any.
+    /// Other facts say nothing about the VM.
+    pub fn learn(&mut self, fact: &CreationFact) {
+        match fact {
+            CreationFact::VmFound(vm) => {
+                self.addresses = vm.addresses.clone();
+                if !vm.provider_id.is_empty() {
+                    self.provider_id = vm.provider_id.clone();
+                }
+                if !vm.node_name.is_empty() {
+                    self.node_name = vm.node_name.clone();
+                }
+            }
+            CreationFact::VmCreated(vm) => *self = vm.clone(),
+            CreationFact::Initialized(vm) => {
+                if self.provider_id.is_empty() {
+                    self.provider_id = vm.provider_id.clone();
+                }
+                if !vm.addresses.is_empty() {
+                    self.addresses = vm.addresses.clone();
+                }
+                if self.node_name.is_empty() {
+                    self.node_name = vm.node_name.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the provider named the VM well enough to record it.
+    pub fn complete(&self, has_target: bool) -> bool {
+        vm_ids_complete(&self.provider_id, &self.node_name, has_target)
+    }
+}
+
+/// What the executor observed or got back at the current creation step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CreationFact {
+    /// C1: the VM exists; what the provider says of it.
+    VmFound(VmIds),
+    /// C1: `GetMachineStatus` failed (`NotFound`: there is no VM).
+    StatusFailed { code: Code, message: String },
+    /// C2: `CreateMachine` answered with the new VM.
+    VmCreated(VmIds),
+    /// C2: `CreateMachine` failed.
+    CreateFailed { code: Code, message: String },
+    /// C3: no Node has the new VM's node name.
+    NodeNameFree,
+    /// C3: a Node with the new VM's node name exists.
+    NodeNameTaken,
+    /// C4: the new VM is deleted again.
+    StaleVmDeleted,
+    /// C4: deleting it failed.
+    StaleVmDeleteFailed,
+    /// C5: the machine carries the record of the VM.
+    Recorded,
+    /// C6: `InitializeMachine` answered.
+    Initialized(VmIds),
+    /// C6: `InitializeMachine` failed (`Unimplemented`: nothing to do).
+    InitializeFailed { code: Code, message: String },
+    /// C7: the VM has a providerID (and, with a target cluster, a node
+    /// name).
+    VmNamed,
+    /// C7: it has not.
+    VmUnnamed,
+}
+
+/// What the creation transitions depend on besides the step and the fact.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreationContext {
+    /// The machine's name, which its node is expected to register under.
+    pub machine_name: String,
+    /// The machine already names a VM (`spec.providerID`) when the pass
+    /// starts: that VM is kept, never replaced by a new one.
+    pub has_provider_id: bool,
+    pub has_target: bool,
+    /// `--resource-exhausted-retry`.
+    pub resource_exhausted_retry: Duration,
+}
+
+impl CreationContext {
+    /// The context of a pass over `m`.
+    pub fn of(m: &Machine, has_target: bool, settings: &Settings) -> CreationContext {
+        CreationContext {
+            machine_name: m.metadata.name.clone().unwrap_or_default(),
+            has_provider_id: !m.spec.provider_id.is_empty(),
+            has_target,
+            resource_exhausted_retry: settings.resource_exhausted_retry,
+        }
+    }
+}
+
+/// What happens after a creation step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CreationTransition {
+    /// Go on with `step`.
+    Next(CreationStep),
+    /// The VM exists, is recorded and named: record what initialization
+    /// added, and the machine is `Pending` (`Available` without a target
+    /// cluster).
+    Created,
+    /// The create-error handler ([`create_failure`]) for `code` at the
+    /// driver step `at`.
+    CreateFailed {
+        code: Code,
+        message: String,
+        at: Step,
+    },
+    /// Initialization failed: lastOperation Create/Failed with the
+    /// provider's error, phase kept; try again after `after`.
+    InitializeFailed {
+        code: Code,
+        message: String,
+        after: Duration,
+    },
+    /// The new VM was deleted for taking over a stale Node: the machine
+    /// fails ([`STALE_NODE_DESCRIPTION`]).
+    StaleNode,
+    /// Look again after this long; nothing to write.
+    Retry(Duration),
+}
+
+/// Why C7 fails a VM the provider did not name.
+pub const UNNAMED_VM_MESSAGE: &str = "the provider reported no providerID or node name for the VM";
+
+/// The creation state machine (spec §2.1): from a step and what was
+/// observed there to the next step or an end of the pass. A fact that does
+/// not belong to the step ends the pass and looks again soon.
+pub fn creation_transition(
+    step: CreationStep,
+    fact: &CreationFact,
+    cx: &CreationContext,
+) -> CreationTransition {
+    use CreationFact::*;
+    use CreationStep::*;
+    use CreationTransition::Next;
+    let failed = |code: &Code, message: &str, at| CreationTransition::CreateFailed {
+        code: *code,
+        message: message.to_string(),
+        at,
+    };
+    match (step, fact) {
+        // The VM exists: adopt it, never create another.
+        (GetVmStatus, VmFound(_)) => Next(RecordVm { initialize: false }),
+        (GetVmStatus, StatusFailed { code, message }) => match code.outcome(Step::CreationStatus) {
+            Outcome::CreateVm if !cx.has_provider_id => Next(CreateVm),
+            // The machine already names its VM; keep it.
+            Outcome::CreateVm => Next(RecordVm { initialize: false }),
+            Outcome::InitializeVm => Next(RecordVm { initialize: true }),
+            _ => failed(code, message, Step::CreationStatus),
+        },
+        (CreateVm, VmCreated(vm))
+            if cx.has_target && !vm.node_name.is_empty() && vm.node_name != cx.machine_name =>
+        {
+            Next(CheckNodeName)
+        }
+        (CreateVm, VmCreated(_)) => Next(RecordVm { initialize: true }),
+        (CreateVm, CreateFailed { code, message }) => failed(code, message, Step::Create),
+        (CheckNodeName, NodeNameFree) => Next(RecordVm { initialize: true }),
+        (CheckNodeName, NodeNameTaken) => Next(DeleteStaleVm),
+        (DeleteStaleVm, StaleVmDeleted) => CreationTransition::StaleNode,
+        (DeleteStaleVm, StaleVmDeleteFailed) => CreationTransition::Retry(SHORT_RETRY),
+        (RecordVm { initialize: true }, Recorded) => Next(InitializeVm),
+        (RecordVm { initialize: false }, Recorded) => Next(VerifyVm),
+        (InitializeVm, Initialized(_)) => Next(VerifyVm),
+        (InitializeVm, InitializeFailed { code, message }) => {
+            match code.outcome(Step::Initialize) {
+                Outcome::Skip => Next(VerifyVm),
+                outcome => CreationTransition::InitializeFailed {
+                    code: *code,
+                    message: message.clone(),
+                    after: match outcome {
+                        Outcome::Retry(r) => r.period(cx.resource_exhausted_retry),
+                        _ => SHORT_RETRY,
+                    },
+                },
+            }
+        }
+        (VerifyVm, VmNamed) => CreationTransition::Created,
+        (VerifyVm, VmUnnamed) => failed(&Code::Internal, UNNAMED_VM_MESSAGE, Step::Create),
+        _ => CreationTransition::Retry(SHORT_RETRY),
+    }
+}
+
+/// What a creation pass that ended writes, when it looks again and what it
+/// tells in an event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreationEnd {
+    /// The machine's new status; `None`: unchanged.
+    pub status: Option<MachineStatus>,
+    pub after: Duration,
+    pub event: Option<MachineEvent>,
+}
+
+/// The end of a creation pass over `m` (as recorded by then) that ended
+/// with `end`; `None` for [`CreationTransition::Next`], which is no end.
+pub fn creation_end(
+    m: &Machine,
+    end: &CreationTransition,
+    vm: &VmIds,
+    has_target: bool,
+    settings: &Settings,
+    now: DateTime<Utc>,
+) -> Option<CreationEnd> {
+    let status = m.status.clone().unwrap_or_default();
+    let warn = |reason, note| {
+        Some(MachineEvent {
+            warning: true,
+            reason,
+            note,
+        })
+    };
+    Some(match end {
+        CreationTransition::Next(_) => return None,
+        CreationTransition::Created => CreationEnd {
+            status: created_status(m, has_target, &vm.addresses, now),
+            after: recheck_after_creation(m, has_target, settings, now),
+            event: None,
+        },
+        CreationTransition::CreateFailed { code, message, at } => {
+            let f = create_failure(*code, message, *at, age(m, now), settings, now);
+            let mut s = with_phase(&status, f.phase, false, now);
+            s.last_operation = f.last_operation;
+            CreationEnd {
+                status: Some(s),
+                after: f.retry,
+                event: warn(
+                    "CreateFailed",
+                    DriverError::new(*code, message.clone()).to_string(),
+                ),
+            }
+        }
+        CreationTransition::InitializeFailed {
+            code,
+            message,
+            after,
+        } => {
+            let mut s = status;
+            s.last_operation = last_op(
+                MachineOperationType::Create,
+                MachineState::Failed,
+                format!("Provider error: {message}. Initialize VM Instance"),
+                Some(*code),
+                now,
+            );
+            CreationEnd {
+                status: Some(s),
+                after: *after,
+                event: warn(
+                    "InitializeFailed",
+                    DriverError::new(*code, message.clone()).to_string(),
+                ),
+            }
+        }
+        CreationTransition::StaleNode => {
+            let mut s = with_phase(&status, MachinePhase::Failed, false, now);
+            s.last_operation = last_op(
+                MachineOperationType::Create,
+                MachineState::Failed,
+                STALE_NODE_DESCRIPTION,
+                None,
+                now,
+            );
+            CreationEnd {
+                status: Some(s),
+                after: LONG_RETRY,
+                event: warn("StaleNode", STALE_NODE_DESCRIPTION.into()),
+            }
+        }
+        CreationTransition::Retry(after) => CreationEnd {
+            status: None,
+            after: *after,
+            event: None,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -361,5 +711,394 @@ mod tests {
                 "{at}s target={has_target}"
             );
         }
+    }
+
+    #[test]
+    fn creation_state_machine() {
+        use CreationFact::*;
+        use CreationStep::*;
+        use CreationTransition::Next;
+        let vm = |node: &str| VmIds {
+            provider_id: "local:///a/1".into(),
+            node_name: node.into(),
+            addresses: Vec::new(),
+        };
+        let status = |code| StatusFailed {
+            code,
+            message: "m".into(),
+        };
+        let failed = |code, at| CreationTransition::CreateFailed {
+            code,
+            message: "m".into(),
+            at,
+        };
+        let init_failed = |code| InitializeFailed {
+            code,
+            message: "m".into(),
+        };
+        // Every row: (step, fact, machine has a providerID, has target,
+        // expected).
+        let table: Vec<(CreationStep, CreationFact, bool, bool, CreationTransition)> = vec![
+            // C1: a VM found is adopted, never created anew.
+            (
+                GetVmStatus,
+                VmFound(vm("m1")),
+                false,
+                true,
+                Next(RecordVm { initialize: false }),
+            ),
+            (
+                GetVmStatus,
+                status(Code::NotFound),
+                false,
+                true,
+                Next(CreateVm),
+            ),
+            (
+                GetVmStatus,
+                status(Code::Unimplemented),
+                false,
+                true,
+                Next(CreateVm),
+            ),
+            // A machine that names its VM keeps it.
+            (
+                GetVmStatus,
+                status(Code::NotFound),
+                true,
+                true,
+                Next(RecordVm { initialize: false }),
+            ),
+            (
+                GetVmStatus,
+                status(Code::Uninitialized),
+                false,
+                true,
+                Next(RecordVm { initialize: true }),
+            ),
+            (
+                GetVmStatus,
+                status(Code::Unavailable),
+                false,
+                true,
+                failed(Code::Unavailable, Step::CreationStatus),
+            ),
+            // C2: a new VM is initialized, unless it took an old node's
+            // name (only a target cluster has nodes to check).
+            (
+                CreateVm,
+                VmCreated(vm("m1")),
+                false,
+                true,
+                Next(RecordVm { initialize: true }),
+            ),
+            (
+                CreateVm,
+                VmCreated(vm("")),
+                false,
+                true,
+                Next(RecordVm { initialize: true }),
+            ),
+            (
+                CreateVm,
+                VmCreated(vm("old")),
+                false,
+                true,
+                Next(CheckNodeName),
+            ),
+            (
+                CreateVm,
+                VmCreated(vm("old")),
+                false,
+                false,
+                Next(RecordVm { initialize: true }),
+            ),
+            (
+                CreateVm,
+                CreateFailed {
+                    code: Code::ResourceExhausted,
+                    message: "m".into(),
+                },
+                false,
+                true,
+                failed(Code::ResourceExhausted, Step::Create),
+            ),
+            // C3, C4: the stale node.
+            (
+                CheckNodeName,
+                NodeNameFree,
+                false,
+                true,
+                Next(RecordVm { initialize: true }),
+            ),
+            (
+                CheckNodeName,
+                NodeNameTaken,
+                false,
+                true,
+                Next(DeleteStaleVm),
+            ),
+            (
+                DeleteStaleVm,
+                StaleVmDeleted,
+                false,
+                true,
+                CreationTransition::StaleNode,
+            ),
+            (
+                DeleteStaleVm,
+                StaleVmDeleteFailed,
+                false,
+                true,
+                CreationTransition::Retry(SHORT_RETRY),
+            ),
+            // C5
+            (
+                RecordVm { initialize: true },
+                Recorded,
+                false,
+                true,
+                Next(InitializeVm),
+            ),
+            (
+                RecordVm { initialize: false },
+                Recorded,
+                false,
+                true,
+                Next(VerifyVm),
+            ),
+            // C6: Unimplemented skips initialization.
+            (
+                InitializeVm,
+                Initialized(vm("m1")),
+                true,
+                true,
+                Next(VerifyVm),
+            ),
+            (
+                InitializeVm,
+                init_failed(Code::Unimplemented),
+                true,
+                true,
+                Next(VerifyVm),
+            ),
+            (
+                InitializeVm,
+                init_failed(Code::Unavailable),
+                true,
+                true,
+                CreationTransition::InitializeFailed {
+                    code: Code::Unavailable,
+                    message: "m".into(),
+                    after: SHORT_RETRY,
+                },
+            ),
+            (
+                InitializeVm,
+                init_failed(Code::Internal),
+                true,
+                true,
+                CreationTransition::InitializeFailed {
+                    code: Code::Internal,
+                    message: "m".into(),
+                    after: SHORT_RETRY,
+                },
+            ),
+            // C7
+            (VerifyVm, VmNamed, true, true, CreationTransition::Created),
+            (
+                VerifyVm,
+                VmUnnamed,
+                false,
+                true,
+                CreationTransition::CreateFailed {
+                    code: Code::Internal,
+                    message: UNNAMED_VM_MESSAGE.into(),
+                    at: Step::Create,
+                },
+            ),
+            // A fact from another step changes nothing.
+            (
+                VerifyVm,
+                Recorded,
+                true,
+                true,
+                CreationTransition::Retry(SHORT_RETRY),
+            ),
+            (
+                GetVmStatus,
+                NodeNameTaken,
+                false,
+                true,
+                CreationTransition::Retry(SHORT_RETRY),
+            ),
+        ];
+        for (step, fact, has_provider_id, has_target, want) in table {
+            let cx = CreationContext {
+                machine_name: "m1".into(),
+                has_provider_id,
+                has_target,
+                resource_exhausted_retry: Duration::from_secs(600),
+            };
+            assert_eq!(
+                creation_transition(step, &fact, &cx),
+                want,
+                "{step:?} {fact:?} providerID={has_provider_id} target={has_target}"
+            );
+        }
+    }
+
+    #[test]
+    fn vm_ids_are_learned_per_step() {
+        let addr = |a: &str| NodeAddress {
+            type_: "InternalIP".into(),
+            address: a.into(),
+        };
+        let ids = |pid: &str, node: &str, addrs: &[&str]| VmIds {
+            provider_id: pid.into(),
+            node_name: node.into(),
+            addresses: addrs.iter().map(|a| addr(a)).collect(),
+        };
+        let known = ids("p1", "n1", &["10.0.0.1"]);
+        // (what the pass knew, the fact, what it knows afterwards)
+        let table = [
+            // The status adopts what it names, and its addresses always.
+            (
+                known.clone(),
+                CreationFact::VmFound(ids("", "", &[])),
+                ids("p1", "n1", &[]),
+            ),
+            (
+                known.clone(),
+                CreationFact::VmFound(ids("p2", "n2", &["10.0.0.2"])),
+                ids("p2", "n2", &["10.0.0.2"]),
+            ),
+            // A new VM replaces everything.
+            (
+                known.clone(),
+                CreationFact::VmCreated(ids("p2", "", &[])),
+                ids("p2", "", &[]),
+            ),
+            // Initialization fills in only what is missing.
+            (
+                known.clone(),
+                CreationFact::Initialized(ids("p2", "n2", &[])),
+                known.clone(),
+            ),
+            (
+                ids("", "", &["10.0.0.1"]),
+                CreationFact::Initialized(ids("p2", "n2", &["10.0.0.2"])),
+                ids("p2", "n2", &["10.0.0.2"]),
+            ),
+            (known.clone(), CreationFact::Recorded, known.clone()),
+        ];
+        for (i, (before, fact, want)) in table.into_iter().enumerate() {
+            let mut vm = before;
+            vm.learn(&fact);
+            assert_eq!(vm, want, "case {i}");
+        }
+        let m = Machine::test("m1")
+            .with_node("n1")
+            .provider_id("local:///a/1");
+        assert_eq!(VmIds::of(&m), ids("local:///a/1", "n1", &[]));
+        assert!(ids("p", "", &[]).complete(false));
+        assert!(!ids("p", "", &[]).complete(true));
+    }
+
+    #[test]
+    fn creation_ends() {
+        use MachinePhase::*;
+        let settings = Settings {
+            creation_timeout: Duration::from_secs(120),
+            resource_exhausted_retry: Duration::from_secs(600),
+            ..Settings::default()
+        };
+        let new = created_at(Machine::test("m1"), 0);
+        let running = created_at(Machine::test("m1").with_phase(Running), 0);
+        let vm = VmIds {
+            provider_id: "local:///a/1".into(),
+            node_name: "m1".into(),
+            addresses: vec![NodeAddress {
+                type_: "InternalIP".into(),
+                address: "10.0.0.7".into(),
+            }],
+        };
+        let end = |m: &Machine, t_: &CreationTransition, has_target| {
+            creation_end(m, t_, &vm, has_target, &settings, t(30)).unwrap()
+        };
+        let phase = |e: &CreationEnd| e.status.as_ref().and_then(|s| s.current_status.phase);
+        let op = |e: &CreationEnd| e.status.clone().unwrap().last_operation;
+
+        assert_eq!(
+            creation_end(
+                &new,
+                &CreationTransition::Next(CreationStep::VerifyVm),
+                &vm,
+                true,
+                &settings,
+                t(30)
+            ),
+            None
+        );
+        // Created: Pending until the node joins, looked at again by the
+        // creation timeout; Available at once without a target.
+        let e = end(&new, &CreationTransition::Created, true);
+        assert_eq!(phase(&e), Some(Pending));
+        assert_eq!(op(&e).description, CREATING_DESCRIPTION);
+        assert_eq!((e.after, e.event), (Duration::from_secs(60), None));
+        let e = end(&new, &CreationTransition::Created, false);
+        assert_eq!(phase(&e), Some(Available));
+        assert_eq!(e.status.unwrap().addresses, vm.addresses);
+        assert_eq!(e.after, LONG_RETRY);
+        // A machine past creation keeps its status.
+        let e = end(&running, &CreationTransition::Created, true);
+        assert_eq!(e.status, None);
+
+        let e = end(
+            &new,
+            &CreationTransition::CreateFailed {
+                code: Code::ResourceExhausted,
+                message: "quota".into(),
+                at: Step::Create,
+            },
+            true,
+        );
+        assert_eq!(phase(&e), Some(CrashLoopBackOff));
+        assert_eq!(op(&e).description, "Cloud provider message - quota");
+        assert_eq!(op(&e).error_code, "ResourceExhausted");
+        // Cut to the creation timeout (+1s).
+        assert_eq!(e.after, Duration::from_secs(91));
+        let ev = e.event.unwrap();
+        assert_eq!(
+            (ev.warning, ev.reason, ev.note.as_str()),
+            (true, "CreateFailed", "ResourceExhausted: quota")
+        );
+
+        let e = end(
+            &running,
+            &CreationTransition::InitializeFailed {
+                code: Code::Internal,
+                message: "boom".into(),
+                after: SHORT_RETRY,
+            },
+            true,
+        );
+        assert_eq!(phase(&e), Some(Running), "the phase is kept");
+        assert_eq!(
+            op(&e).description,
+            "Provider error: boom. Initialize VM Instance"
+        );
+        assert_eq!(op(&e).state, Some(MachineState::Failed));
+        assert_eq!(e.after, SHORT_RETRY);
+        assert_eq!(e.event.unwrap().reason, "InitializeFailed");
+
+        let e = end(&new, &CreationTransition::StaleNode, true);
+        assert_eq!(phase(&e), Some(Failed));
+        assert_eq!(op(&e).description, STALE_NODE_DESCRIPTION);
+        assert_eq!(e.after, LONG_RETRY);
+        assert_eq!(e.event.unwrap().reason, "StaleNode");
+
+        let e = end(&new, &CreationTransition::Retry(SHORT_RETRY), true);
+        assert_eq!((e.status, e.after, e.event), (None, SHORT_RETRY, None));
     }
 }

@@ -5,8 +5,8 @@
 //!   it a machine keeps ([`LAST_KNOWN_CLASS`]) so its VM can be deleted
 //!   without it;
 //! - [`bootstrap`]: the bootstrap token and userData substitution;
-//! - [`creation`]: the create-error handler, the record of a new VM and
-//!   the status once it exists;
+//! - [`creation`]: the creation state machine (C1–C7, steps × observed
+//!   facts → transition, like deletion's) and what each end of it writes;
 //! - [`health`]: the status a health verdict leads to, and how a machine
 //!   counts for the meltdown limit;
 //! - [`node_sync`]: node template sync as a patch;
@@ -162,6 +162,15 @@ pub fn age(m: &Machine, now: DateTime<Utc>) -> Duration {
         .as_ref()
         .map(|t| (now - to_chrono(t)).to_std().unwrap_or_default())
         .unwrap_or_default()
+}
+
+/// An event the machine controller publishes on the machine, once the
+/// pass that decided it has written its status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineEvent {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
 }
 
 /// Go's `strconv.ParseBool` truth values, which the `force-deletion` label

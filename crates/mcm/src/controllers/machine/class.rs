@@ -76,7 +76,7 @@ impl Scope<'_> {
     /// No VM can be created from the class: say so in the last operation
     /// (once; the phase stays) and look again after the medium period, or
     /// as soon as the class changes.
-    pub(super) async fn blocked(&mut self, problem: String) -> Result<Duration, Error> {
+    pub(super) fn blocked(&mut self, problem: String) -> Duration {
         let mut st = self.status();
         if st.last_operation.description != problem
             || st.last_operation.state != Some(MachineState::Failed)
@@ -88,22 +88,22 @@ impl Scope<'_> {
                 None,
                 self.now,
             );
-            self.write_status(st).await?;
-            self.event(true, "InvalidClass", problem).await;
+            self.set_status(st);
+            self.event(true, "InvalidClass", problem);
         }
-        Ok(MEDIUM_RETRY)
+        MEDIUM_RETRY
     }
 
     /// The class of a machine that has its VM is gone. Nothing fails now
     /// (health goes on, the status is left alone), but a hot update cannot
     /// run and deleting the VM will rely on the machine's record of the
     /// class: one Warning event per machine says so.
-    pub(super) async fn class_gone(&self) {
+    pub(super) fn class_gone(&mut self) {
         let uid = self.machine.uid().unwrap_or_default();
         if !self.deps.class_warned.lock().insert(uid) {
             return;
         }
-        let class_name = &self.machine.spec.class.name;
+        let class_name = self.machine.spec.class.name.clone();
         let deletion = match decide::KnownClass::recorded(&self.machine) {
             Some(Some(_)) => {
                 "deleting it relies on the class the machine recorded; \
@@ -119,7 +119,7 @@ impl Scope<'_> {
              updated in place, and {deletion}",
             self.ns
         );
-        self.event(true, "ClassMissing", note).await;
+        self.event(true, "ClassMissing", note);
     }
 
     /// The class is there (again): losing it later warns again.

@@ -1,20 +1,25 @@
-//! The creation flow (spec §2.1): the bootstrap token, the driver calls
-//! that find, create and initialize the VM, and the record of it on the
-//! machine.
+//! The creation flow (spec §2.1), the executor of
+//! [`crate::machine::creation`]'s state machine: the bootstrap token, then
+//! step by step the driver call or read the step names (find, create,
+//! check the node name, delete a stale VM, record, initialize, verify),
+//! each answer turned into the fact the planner's transition takes. The
+//! planner decides where the pass goes and what its end writes.
 
 use std::time::Duration;
 
-use api::{MachineClass, MachineOperationType, MachinePhase, MachineState, labels};
+use api::{MachineClass, MachinePhase, labels};
 use driver::{
-    Code, CreateMachineRequest, DeleteMachineRequest, DriverError, GetMachineStatusRequest,
-    InitializeMachineRequest, LONG_RETRY, Outcome, SHORT_RETRY, Step,
+    CreateMachineRequest, DeleteMachineRequest, GetMachineStatusRequest, InitializeMachineRequest,
+    SHORT_RETRY,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 
 use super::{Scope, is_status};
 use crate::controllers::context::Error;
-use crate::machine as decide;
+use crate::machine::{
+    self as decide, CreationContext, CreationFact, CreationStep, CreationTransition, VmIds,
+};
 
 impl Scope<'_> {
     /// Gets or creates the machine's bootstrap token in the target cluster
@@ -62,7 +67,10 @@ impl Scope<'_> {
         }
     }
 
-    /// The creation flow (spec §2.1); returns when to look again.
+    /// The creation flow (spec §2.1): runs [`decide::creation_transition`]
+    /// from C1 until the pass ends, gathering each step's fact, and leaves
+    /// the status the end decided for [`Scope::finish`]; returns when to
+    /// look again.
     pub(super) async fn create(
         &mut self,
         class: &MachineClass,
@@ -79,198 +87,174 @@ impl Scope<'_> {
             secret,
             &decide::substitute_user_data(&user_data, &token, &self.name),
         );
+        let cx = CreationContext::of(&self.machine, self.has_target(), &self.settings);
+        let mut vm = VmIds::of(&self.machine);
+        let mut step = CreationStep::GetVmStatus;
+        loop {
+            let fact = self.creation_fact(step, class, &driver_secret, &vm).await?;
+            vm.learn(&fact);
+            match decide::creation_transition(step, &fact, &cx) {
+                CreationTransition::Next(next) => step = next,
+                end => return self.end_creation(&end, class, &vm).await,
+            }
+        }
+    }
+
+    /// Carries out creation step `step` and reports what came of it.
+    async fn creation_fact(
+        &mut self,
+        step: CreationStep,
+        class: &MachineClass,
+        secret: &Secret,
+        vm: &VmIds,
+    ) -> Result<CreationFact, Error> {
         let driver = self.deps.driver.clone();
-        let mut provider_id = self.machine.spec.provider_id.clone();
-        let mut node_name = decide::node_name(&self.machine)
-            .unwrap_or_default()
-            .to_string();
-        let mut initialize = false;
-        // The provider's addresses of the VM; recorded only without a
-        // target cluster, where no Node carries them.
-        let mut addresses = Vec::new();
-        let status = driver
-            .get_machine_status(GetMachineStatusRequest {
-                machine: &self.machine,
-                machine_class: class,
-                secret: &driver_secret,
-            })
-            .await;
-        match status {
-            Ok(r) => {
-                // The VM exists: adopt it.
-                addresses = r.addresses;
-                if !r.provider_id.is_empty() {
-                    provider_id = r.provider_id;
-                }
-                if !r.node_name.is_empty() {
-                    node_name = r.node_name;
+        Ok(match step {
+            CreationStep::GetVmStatus => {
+                let answer = driver
+                    .get_machine_status(GetMachineStatusRequest {
+                        machine: &self.machine,
+                        machine_class: class,
+                        secret,
+                    })
+                    .await;
+                match answer {
+                    Ok(r) => CreationFact::VmFound(VmIds {
+                        provider_id: r.provider_id,
+                        node_name: r.node_name,
+                        addresses: r.addresses,
+                    }),
+                    Err(e) => CreationFact::StatusFailed {
+                        code: e.code,
+                        message: e.message,
+                    },
                 }
             }
-            Err(e) => match e.code.outcome(Step::CreationStatus) {
-                Outcome::CreateVm if provider_id.is_empty() => {
-                    let created = driver
-                        .create_machine(CreateMachineRequest {
-                            machine: &self.machine,
-                            machine_class: class,
-                            secret: &driver_secret,
+            CreationStep::CreateVm => {
+                let answer = driver
+                    .create_machine(CreateMachineRequest {
+                        machine: &self.machine,
+                        machine_class: class,
+                        secret,
+                    })
+                    .await;
+                match answer {
+                    Ok(r) => {
+                        tracing::info!(machine = %self.name, provider_id = %r.provider_id, "VM created");
+                        self.event(false, "Created", format!("Created VM {}", r.provider_id));
+                        CreationFact::VmCreated(VmIds {
+                            provider_id: r.provider_id,
+                            node_name: r.node_name,
+                            addresses: r.addresses,
                         })
-                        .await;
-                    let r = match created {
-                        Ok(r) => r,
-                        Err(e) => return self.create_failed(e, Step::Create).await,
-                    };
-                    tracing::info!(machine = %self.name, provider_id = %r.provider_id, "VM created");
-                    self.event(false, "Created", format!("Created VM {}", r.provider_id))
-                        .await;
-                    if self.has_target()
-                        && r.node_name != self.name
-                        && !r.node_name.is_empty()
-                        && self.live_node(&r.node_name).await?.is_some()
-                    {
-                        return self.stale_node(class, &driver_secret, &r.provider_id).await;
                     }
-                    provider_id = r.provider_id;
-                    node_name = r.node_name;
-                    addresses = r.addresses;
-                    initialize = true;
+                    Err(e) => CreationFact::CreateFailed {
+                        code: e.code,
+                        message: e.message,
+                    },
                 }
-                // The machine already names its VM; keep it.
-                Outcome::CreateVm => {}
-                Outcome::InitializeVm => initialize = true,
-                _ => return self.create_failed(e, Step::CreationStatus).await,
-            },
-        }
-        // Record the VM before initializing it, so it is never lost.
-        if let Some(p) = decide::creation_patch(
-            &self.machine,
-            &provider_id,
-            &node_name,
-            &class.provider_spec,
-        ) {
-            self.patch(&p).await?;
-        }
-        if initialize {
-            let init = driver
-                .initialize_machine(InitializeMachineRequest {
-                    machine: &self.machine,
-                    machine_class: class,
-                    secret: &driver_secret,
-                })
-                .await;
-            match init {
-                Ok(r) => {
-                    if provider_id.is_empty() {
-                        provider_id = r.provider_id;
-                    }
-                    if !r.addresses.is_empty() {
-                        addresses = r.addresses;
-                    }
-                    if node_name.is_empty() {
-                        node_name = r.node_name;
-                    }
-                }
-                Err(e) => match e.code.outcome(Step::Initialize) {
-                    Outcome::Skip => {}
-                    outcome => {
-                        let after = match outcome {
-                            Outcome::Retry(r) => r.period(self.settings.resource_exhausted_retry),
-                            _ => SHORT_RETRY,
-                        };
-                        let mut st = self.status();
-                        st.last_operation = decide::last_op(
-                            MachineOperationType::Create,
-                            MachineState::Failed,
-                            format!("Provider error: {}. Initialize VM Instance", e.message),
-                            Some(e.code),
-                            self.now,
-                        );
-                        self.write_status(st).await?;
-                        self.event(true, "InitializeFailed", e.to_string()).await;
-                        return Ok(after);
-                    }
-                },
             }
-        }
-        if !decide::vm_ids_complete(&provider_id, &node_name, self.has_target()) {
-            let e = DriverError::new(
-                Code::Internal,
-                "the provider reported no providerID or node name for the VM",
-            );
-            return self.create_failed(e, Step::Create).await;
-        }
+            CreationStep::CheckNodeName => match self.live_node(&vm.node_name).await? {
+                Some(_) => CreationFact::NodeNameTaken,
+                None => CreationFact::NodeNameFree,
+            },
+            CreationStep::DeleteStaleVm => {
+                let mut stale = self.machine.clone();
+                stale.spec.provider_id = vm.provider_id.clone();
+                let answer = driver
+                    .delete_machine(DeleteMachineRequest {
+                        machine: &stale,
+                        machine_class: class,
+                        secret,
+                    })
+                    .await;
+                match answer {
+                    Ok(_) => CreationFact::StaleVmDeleted,
+                    Err(e) => {
+                        tracing::warn!(machine = %self.name, error = %e, "deleting a VM with a stale node failed");
+                        CreationFact::StaleVmDeleteFailed
+                    }
+                }
+            }
+            CreationStep::RecordVm { .. } => {
+                self.record_vm(vm, class).await?;
+                CreationFact::Recorded
+            }
+            CreationStep::InitializeVm => {
+                let answer = driver
+                    .initialize_machine(InitializeMachineRequest {
+                        machine: &self.machine,
+                        machine_class: class,
+                        secret,
+                    })
+                    .await;
+                match answer {
+                    Ok(r) => CreationFact::Initialized(VmIds {
+                        provider_id: r.provider_id,
+                        node_name: r.node_name,
+                        addresses: r.addresses,
+                    }),
+                    Err(e) => CreationFact::InitializeFailed {
+                        code: e.code,
+                        message: e.message,
+                    },
+                }
+            }
+            CreationStep::VerifyVm if vm.complete(self.has_target()) => CreationFact::VmNamed,
+            CreationStep::VerifyVm => CreationFact::VmUnnamed,
+        })
+    }
+
+    /// Records the VM on the machine (label `node`, priority, providerID,
+    /// provider spec), if the machine does not carry it all yet.
+    async fn record_vm(&mut self, vm: &VmIds, class: &MachineClass) -> Result<(), Error> {
         if let Some(p) = decide::creation_patch(
             &self.machine,
-            &provider_id,
-            &node_name,
+            &vm.provider_id,
+            &vm.node_name,
             &class.provider_spec,
         ) {
             self.patch(&p).await?;
         }
-        if let Some(st) =
-            decide::created_status(&self.machine, self.has_target(), &addresses, self.now)
-        {
-            self.write_status(st).await?;
+        Ok(())
+    }
+
+    /// The end of a creation pass: a created VM gets what initialization
+    /// added recorded; the status, requeue and event are the planner's.
+    async fn end_creation(
+        &mut self,
+        end: &CreationTransition,
+        class: &MachineClass,
+        vm: &VmIds,
+    ) -> Result<Duration, Error> {
+        if *end == CreationTransition::Created {
+            self.record_vm(vm, class).await?;
         }
-        Ok(decide::recheck_after_creation(
+        let Some(out) = decide::creation_end(
             &self.machine,
+            end,
+            vm,
             self.has_target(),
             &self.settings,
             self.now,
-        ))
-    }
-
-    /// The create-error handler (spec §2.1).
-    async fn create_failed(&mut self, e: DriverError, step: Step) -> Result<Duration, Error> {
-        let f = decide::create_failure(
-            e.code,
-            &e.message,
-            step,
-            decide::age(&self.machine, self.now),
-            &self.settings,
-            self.now,
-        );
-        let mut st = decide::with_phase(&self.status(), f.phase, false, self.now);
-        st.last_operation = f.last_operation;
-        self.write_status(st).await?;
-        tracing::info!(machine = %self.name, code = %e.code, phase = %f.phase, "creating the VM failed");
-        self.event(true, "CreateFailed", e.to_string()).await;
-        Ok(f.retry)
-    }
-
-    /// The new VM registered as a node that already exists under another
-    /// name: delete the VM and fail the machine (spec §2.1.2).
-    async fn stale_node(
-        &mut self,
-        class: &MachineClass,
-        secret: &Secret,
-        provider_id: &str,
-    ) -> Result<Duration, Error> {
-        let mut vm = self.machine.clone();
-        vm.spec.provider_id = provider_id.to_string();
-        if let Err(e) = self
-            .deps
-            .driver
-            .delete_machine(DeleteMachineRequest {
-                machine: &vm,
-                machine_class: class,
-                secret,
-            })
-            .await
-        {
-            tracing::warn!(machine = %self.name, error = %e, "deleting a VM with a stale node failed");
+        ) else {
             return Ok(SHORT_RETRY);
+        };
+        if let CreationTransition::CreateFailed { code, .. } = end
+            && let Some(st) = &out.status
+        {
+            let phase = st
+                .current_status
+                .phase
+                .unwrap_or(MachinePhase::CrashLoopBackOff);
+            tracing::info!(machine = %self.name, %code, %phase, "creating the VM failed");
         }
-        let mut st = decide::with_phase(&self.status(), MachinePhase::Failed, false, self.now);
-        st.last_operation = decide::last_op(
-            MachineOperationType::Create,
-            MachineState::Failed,
-            decide::STALE_NODE_DESCRIPTION,
-            None,
-            self.now,
-        );
-        self.write_status(st).await?;
-        self.event(true, "StaleNode", decide::STALE_NODE_DESCRIPTION.into())
-            .await;
-        Ok(LONG_RETRY)
+        if let Some(st) = out.status {
+            self.set_status(st);
+        }
+        if let Some(ev) = out.event {
+            self.events.push(ev);
+        }
+        Ok(out.after)
     }
 }

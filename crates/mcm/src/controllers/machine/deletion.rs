@@ -1,6 +1,8 @@
 //! The deletion flow (spec §2.4): S1–S6, each step recorded in an
 //! annotation before it acts; the drain at S2 is `super::drain`'s.
 
+use std::time::Duration;
+
 use api::{MachinePhase, labels};
 use driver::{Code, DeleteMachineRequest, GetMachineStatusRequest};
 use k8s_openapi::api::core::v1::Node;
@@ -27,12 +29,13 @@ impl Scope<'_> {
             // Someone else's finalizer holds the machine; nothing is ours.
             return Ok(Action::await_change());
         }
-        let mut step = match DeletionStep::of(&self.machine) {
-            Some(step) => step,
-            None => {
-                self.start_deletion().await?;
-                DeletionStep::GetVmStatus
-            }
+        let Some(mut step) = DeletionStep::of(&self.machine) else {
+            // S0 is a pass of its own: the phase turns Terminating for
+            // everyone to see before any step acts, even when the rest of
+            // the flow would finish in one pass. Its status write brings
+            // the next pass.
+            self.start_deletion().await?;
+            return Ok(requeue(Duration::ZERO));
         };
         loop {
             let transition = match decide::skip_without_target(step, self.has_target()) {
@@ -50,12 +53,12 @@ impl Scope<'_> {
                     self.set_step(next).await?;
                     let mut st = self.status();
                     st.last_operation = decide::deletion_last_op(next, note, None, self.now);
-                    self.write_status(st).await?;
+                    self.set_status(st);
                     step = next;
                 }
                 Transition::Stay { after, failure } => {
                     if let Some((message, code)) = failure {
-                        self.step_failed(step, &message, code).await?;
+                        self.step_failed(step, &message, code);
                     }
                     // A blocked drain is looked at again when it turns
                     // forced, not up to a retry period later.
@@ -70,23 +73,16 @@ impl Scope<'_> {
         }
     }
 
-    async fn step_failed(
-        &mut self,
-        step: DeletionStep,
-        message: &str,
-        code: Option<Code>,
-    ) -> Result<(), Error> {
+    fn step_failed(&mut self, step: DeletionStep, message: &str, code: Option<Code>) {
         let op = decide::deletion_last_op(step, None, Some((message, code)), self.now);
         let mut st = self.status();
         // Only the description and state matter; a new timestamp alone is
         // not worth a write every few seconds.
         if st.last_operation.description != op.description || st.last_operation.state != op.state {
             st.last_operation = op;
-            self.write_status(st).await?;
-            self.event(true, "DeletionStepFailed", format!("{message} ({step:?})"))
-                .await;
+            self.set_status(st);
+            self.event(true, "DeletionStepFailed", format!("{message} ({step:?})"));
         }
-        Ok(())
     }
 
     /// S0: record S1, mark the node Terminating while the machine's phase
@@ -103,9 +99,8 @@ impl Scope<'_> {
             }
         }
         let st = decide::terminating_status(&self.machine, self.now);
-        self.write_status(st).await?;
-        self.event(false, "Deleting", "Deletion started".into())
-            .await;
+        self.set_status(st);
+        self.event(false, "Deleting", "Deletion started".into());
         Ok(())
     }
 
@@ -141,8 +136,12 @@ impl Scope<'_> {
                     .patch(&self.name, &PatchParams::default(), &Patch::Merge(&p))
                     .await
                 {
-                    Ok(_) => {}
-                    Err(e) if is_status(&e, 404) => {}
+                    // Without finalizers the machine is gone, and its
+                    // status with it; under someone else's it stays, and
+                    // this pass's status is still written.
+                    Ok(m) if m.finalizers().is_empty() => self.gone = true,
+                    Ok(m) => self.adopt(m),
+                    Err(e) if is_status(&e, 404) => self.gone = true,
                     Err(e) => {
                         return Err(Error::api(
                             format!("finalizers of machine {}", self.name),
@@ -154,8 +153,7 @@ impl Scope<'_> {
                 self.deps.drains.lock().remove(&uid);
                 self.deps.class_warned.lock().remove(&uid);
                 tracing::info!(machine = %self.name, "machine deleted");
-                self.event(false, "Deleted", "The machine and its VM are gone".into())
-                    .await;
+                self.event(false, "Deleted", "The machine and its VM are gone".into());
                 StepFact::FinalizerRemoved
             }
         })
@@ -272,7 +270,7 @@ impl Scope<'_> {
                 if !r.last_known_state.is_empty() {
                     let mut st = self.status();
                     st.last_known_state = r.last_known_state;
-                    self.write_status(st).await?;
+                    self.set_status(st);
                 }
                 tracing::info!(machine = %self.name, "VM deleted");
                 StepFact::VmDeleteAnswered {

@@ -53,8 +53,7 @@ impl Scope<'_> {
             false,
             "NodeDeleted",
             format!("Node {node_name} was deleted; deleting the machine"),
-        )
-        .await;
+        );
         Ok(true)
     }
 
@@ -77,15 +76,11 @@ impl Scope<'_> {
             });
         };
         let description = st.last_operation.description.clone();
-        self.write_status(st).await?;
+        self.set_status(st);
         match verdict {
-            Verdict::Running { first_join: false } => {
-                self.event(false, "Rejoined", description).await
-            }
-            Verdict::Unknown { .. } => self.event(true, "Unhealthy", description).await,
-            Verdict::FailedCreationTimeout => {
-                self.event(true, "CreationTimeout", description).await
-            }
+            Verdict::Running { first_join: false } => self.event(false, "Rejoined", description),
+            Verdict::Unknown { .. } => self.event(true, "Unhealthy", description),
+            Verdict::FailedCreationTimeout => self.event(true, "CreationTimeout", description),
             _ => {}
         }
         Ok(match verdict {
@@ -127,15 +122,15 @@ impl Scope<'_> {
             false,
             "Joined",
             format!("Machine {} joined the cluster in {took}", self.name),
-        )
-        .await;
+        );
         Ok(())
     }
 
     /// `Unknown` past the health timeout: fail the machine if the meltdown
-    /// limit of its deployment allows it. The check and the write happen
-    /// under the deployment's lock, and the lock is held until the cache
-    /// shows the write, so the next machine's check counts this one.
+    /// limit of its deployment allows it. The check and the decision happen
+    /// under the deployment's lock, which the pass keeps until its status
+    /// write shows in the cache ([`Self::finish`]), so the next machine's
+    /// check counts this one.
     async fn fail_for_health(&mut self, node: Option<&Node>) -> Result<Duration, Error> {
         let key = self
             .machine
@@ -144,7 +139,7 @@ impl Scope<'_> {
             .cloned()
             .unwrap_or_else(|| self.name.clone());
         let lock = self.deps.health_lock(&format!("{}/{key}", self.ns));
-        let _held = lock.lock().await;
+        let held = lock.lock_owned().await;
         let me = self.machine.uid();
         let siblings: Vec<health::Sibling> = self
             .ctx
@@ -172,8 +167,15 @@ impl Scope<'_> {
             return Ok(SHORT_RETRY);
         };
         let description = st.last_operation.description.clone();
-        self.write_status(st).await?;
-        self.event(true, "HealthTimeout", description).await;
+        self.set_status(st);
+        self.event(true, "HealthTimeout", description);
+        self.meltdown = Some(held);
+        Ok(SHORT_RETRY)
+    }
+
+    /// Waits (at most [`CACHE_CONFIRM`]) for the machine cache to show the
+    /// machine `Failed`, after the write of a health failure.
+    pub(super) async fn confirm_failed(&self) {
         let key = ObjectRef::from_obj(&self.machine);
         let deadline = tokio::time::Instant::now() + CACHE_CONFIRM;
         while tokio::time::Instant::now() < deadline {
@@ -187,6 +189,5 @@ impl Scope<'_> {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Ok(SHORT_RETRY)
     }
 }

@@ -47,13 +47,12 @@ impl Scope<'_> {
                     false,
                     "HotUpdated",
                     "Applied the class's provider spec to the VM in place".into(),
-                )
-                .await;
+                );
                 Ok(None)
             }
             Err(e) => match e.code.outcome(Step::HotUpdate) {
                 Outcome::Retry(r) => {
-                    self.event(true, "HotUpdateFailed", e.to_string()).await;
+                    self.event(true, "HotUpdateFailed", e.to_string());
                     Ok(Some(r.period(self.settings.resource_exhausted_retry)))
                 }
                 _ => Ok(None),

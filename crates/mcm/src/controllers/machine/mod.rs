@@ -1,7 +1,13 @@
 //! The machine controller: the executor of `crate::machine`'s decisions.
 //! It reads machines, classes and secrets in the control cluster and Nodes,
 //! Pods, VolumeAttachments and bootstrap tokens in the target cluster, calls
-//! the driver, and writes back what the pure functions decided.
+//! the driver, and writes back what the pure functions decided. One module
+//! per flow, each adding its steps to `Scope`: `class` (the class and
+//! its secrets, class problems), `health` (node deleted, health verdicts,
+//! the meltdown limit), `node_sync`, `hot_update`, `creation` (the
+//! creation state machine's steps), `deletion` (S1–S6) and `drain`
+//! (S2's rounds). This module holds the pass itself: its order, its reads,
+//! and its writes.
 //!
 //! A live machine gets, in order: the finalizer and the record of its class
 //! (`LAST_KNOWN_CLASS`, in one write); health (with the meltdown limit),
@@ -27,6 +33,19 @@
 //! node sync or drain; a machine is `Available` with the provider's
 //! addresses once its VM exists, and deletion goes S1 → S4 → S6.
 //!
+//! **The status is written once per pass**, as Cluster API writes it: the
+//! steps only decide it (into the `Scope`'s machine, so later steps see
+//! it), and `Scope::finish` writes it at the end — also after a failed
+//! step, whose error is then the one reported — guarded by the resource
+//! version of the machine as last written. Events go out after that write.
+//! What must be durable before a step acts is metadata, written at once:
+//! the class record before the driver is asked for a VM, the VM's record
+//! before it is initialized, the deletion step before it acts, the join
+//! annotation before the phase turns Running. Markers of work done (the
+//! provider spec last applied, the join duration) are written only after
+//! that work succeeded. The start of a deletion (S0, phase `Terminating`)
+//! is a pass of its own, so the phase is seen before any step acts.
+//!
 //! Requeues are returned; every status write also triggers the next pass
 //! through the shared machine watch. A failed pass is retried after the
 //! machine's backoff (`crate::backoff`), which a successful pass resets.
@@ -44,9 +63,10 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
+use tokio::sync::OwnedMutexGuard;
 
 use super::context::{Context, Error, MachineDeps};
-use crate::machine::{self as decide, ClassState, Settings};
+use crate::machine::{self as decide, ClassState, MachineEvent, Settings};
 
 mod class;
 mod creation;
@@ -107,10 +127,17 @@ pub async fn reconcile(machine: Arc<Machine>, ctx: Arc<Context>) -> Result<Actio
         return Ok(requeue(LONG_RETRY));
     }
     let mut s = Scope::new(&ctx, deps, &machine);
-    let result = if machine.metadata.deletion_timestamp.is_some() {
+    let pass = if machine.metadata.deletion_timestamp.is_some() {
         s.delete().await
     } else {
         s.live().await
+    };
+    // The status is written once, at the end, also after a failed step;
+    // the step's error is the one reported.
+    let written = s.finish().await;
+    let result = match (pass, written) {
+        (Ok(action), Ok(())) => Ok(action),
+        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
     };
     match result {
         // Usually the machine itself is gone (a pass that started from the
@@ -181,11 +208,26 @@ struct Scope<'a> {
     ctx: &'a Context,
     deps: &'a MachineDeps,
     api: Api<Machine>,
+    /// The machine as the API server last returned it, but with the status
+    /// this pass means to write: every decision of the pass sees the
+    /// status the steps before it decided.
     machine: Machine,
     name: String,
     ns: String,
     settings: Settings,
     now: DateTime<Utc>,
+    /// The status as the API server last returned it; [`Self::finish`]
+    /// writes `machine.status` once if it differs.
+    written: Option<MachineStatus>,
+    /// Events of this pass, published once its status is written.
+    events: Vec<MachineEvent>,
+    /// The meltdown lock of the machine's deployment, held from the
+    /// decision to fail the machine for health until the cache shows the
+    /// write, so the next machine's check counts this one.
+    meltdown: Option<OwnedMutexGuard<()>>,
+    /// The machine's finalizer is gone, and with it the machine: there is
+    /// no status left to write.
+    gone: bool,
 }
 
 impl<'a> Scope<'a> {
@@ -200,51 +242,97 @@ impl<'a> Scope<'a> {
             ns,
             settings: ctx.config.machine.for_machine(machine),
             now: Utc::now(),
+            written: machine.status.clone(),
+            events: Vec::new(),
+            meltdown: None,
+            gone: false,
         }
     }
 
     /// A merge patch of the machine (metadata or spec); the result becomes
-    /// the machine this pass works with.
+    /// the machine this pass works with, still carrying the status the
+    /// pass has decided so far.
     async fn patch(&mut self, patch: &Value) -> Result<(), Error> {
-        self.machine = self
+        let patched = self
             .api
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(|e| Error::api(format!("machine {}", self.name), e))?;
+        self.adopt(patched);
         Ok(())
     }
 
-    /// Replaces the status, guarded by the resource version of the machine
-    /// this pass last saw or wrote.
-    async fn write_status(&mut self, status: MachineStatus) -> Result<(), Error> {
-        if self.machine.status.as_ref() == Some(&status) {
-            return Ok(());
-        }
-        let mut m = self.machine.clone();
-        m.status = Some(status);
-        self.machine = self
-            .api
-            .replace_status(&self.name, &PostParams::default(), &m)
-            .await
-            .map_err(|e| Error::api(format!("status of machine {}", self.name), e))?;
-        Ok(())
+    /// Takes the machine the API server returned after a write of its
+    /// metadata or spec, keeping the status this pass decided so far.
+    fn adopt(&mut self, returned: Machine) {
+        let pending = std::mem::replace(&mut self.machine, returned).status;
+        self.written = std::mem::replace(&mut self.machine.status, pending);
     }
 
+    /// The status this pass means to write.
     fn status(&self) -> MachineStatus {
         self.machine.status.clone().unwrap_or_default()
     }
 
+    /// Makes `status` the one this pass writes at its end.
+    fn set_status(&mut self, status: MachineStatus) {
+        self.machine.status = Some(status);
+    }
+
+    /// Queues an event on the machine, published after the status write.
+    fn event(&mut self, warning: bool, reason: &'static str, note: String) {
+        self.events.push(MachineEvent {
+            warning,
+            reason,
+            note,
+        });
+    }
+
+    /// The end of every pass, failed or not (as Cluster API's deferred
+    /// patch): the status the pass decided is written once, guarded by the
+    /// resource version of the machine it last saw, then the meltdown lock
+    /// is released once the cache shows a health failure, then the events
+    /// go out.
+    async fn finish(&mut self) -> Result<(), Error> {
+        let written = self.write_status().await;
+        if let Some(lock) = self.meltdown.take() {
+            if written.is_ok() {
+                self.confirm_failed().await;
+            }
+            drop(lock);
+        }
+        for ev in std::mem::take(&mut self.events) {
+            self.publish(ev).await;
+        }
+        written
+    }
+
+    /// Replaces the status if the pass changed it.
+    async fn write_status(&mut self) -> Result<(), Error> {
+        if self.gone || self.machine.status == self.written {
+            return Ok(());
+        }
+        self.machine = self
+            .api
+            .replace_status(&self.name, &PostParams::default(), &self.machine)
+            .await
+            .map_err(|e| Error::api(format!("status of machine {}", self.name), e))?;
+        self.written = self.machine.status.clone();
+        Ok(())
+    }
+
     /// Publishes an event on the machine. Events are best effort: a failure
     /// is logged, never returned.
-    async fn event(&self, warning: bool, reason: &str, note: String) {
+    async fn publish(&self, ev: MachineEvent) {
+        let reason = ev.reason;
         let ev = Event {
-            type_: if warning {
+            type_: if ev.warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
             reason: reason.to_string(),
-            note: Some(note),
+            note: Some(ev.note),
             action: reason.to_string(),
             secondary: None,
         };
@@ -339,8 +427,8 @@ impl<'a> Scope<'a> {
                 self.class_found();
                 if let Some(st) = decide::class_recovered_status(&self.machine, self.now) {
                     let note = st.last_operation.description.clone();
-                    self.write_status(st).await?;
-                    self.event(false, "ClassAvailable", note).await;
+                    self.set_status(st);
+                    self.event(false, "ClassAvailable", note);
                 }
                 if steps.hot_update
                     && let Some(after) = self.hot_update(class, secret).await?
@@ -348,7 +436,7 @@ impl<'a> Scope<'a> {
                     next = next.min(after);
                 }
             }
-            _ if !steps.create => self.class_gone().await,
+            _ if !steps.create => self.class_gone(),
             _ => {}
         }
         if steps.create {
@@ -358,7 +446,7 @@ impl<'a> Scope<'a> {
                 &class,
                 &secret,
             ) {
-                (Some(problem), _, _) => next = next.min(self.blocked(problem).await?),
+                (Some(problem), _, _) => next = next.min(self.blocked(problem)),
                 (None, Some(class), Some(secret)) if state == ClassState::Ready => {
                     next = next.min(self.create(class, secret).await?)
                 }
