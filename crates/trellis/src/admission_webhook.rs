@@ -49,6 +49,9 @@ fn plugins_with(
 ) -> Vec<Arc<dyn apiserver::AdmissionPlugin>> {
     let mut plugins = plugins();
     if let Some(client) = client {
+        plugins.push(Arc::new(
+            crate::machine_admission::ServedNamespaces::remote(client.clone()),
+        ));
         plugins.push(Arc::new(GardenerAdmission::remote(client, ext)));
     }
     plugins

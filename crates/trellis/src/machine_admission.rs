@@ -178,13 +178,6 @@ impl ServedNamespaces {
     }
 
     /// As a webhook of another API server: reads through a client.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "used once `trellis admission-webhook` serves the warnings (AdmissionReview `warnings`)"
-        )
-    )]
     pub fn remote(client: kube::Client) -> ServedNamespaces {
         ServedNamespaces::with_source(Arc::new(RemoteLeases(client)))
     }
@@ -237,16 +230,8 @@ impl AdmissionPlugin for ServedNamespaces {
         "MachineNamespaceServed"
     }
 
-    async fn validate(&self, attrs: &Attributes<'_>, obj: &Value) -> Result<(), ApiError> {
-        for warning in self.unserved_warnings(attrs, obj).await {
-            tracing::info!(
-                kind = %attrs.resource.kind,
-                namespace = attrs.namespace.unwrap_or_default(),
-                name = attrs.name,
-                "{warning}"
-            );
-        }
-        Ok(())
+    async fn warnings(&self, attrs: &Attributes<'_>, obj: &Value) -> Vec<String> {
+        self.unserved_warnings(attrs, obj).await
     }
 }
 

@@ -112,6 +112,14 @@ pub trait AdmissionPlugin: Send + Sync {
     async fn validate(&self, _attrs: &Attributes<'_>, _obj: &Value) -> Result<(), ApiError> {
         Ok(())
     }
+
+    /// Warnings for the client about an admitted create or update: the
+    /// `Warning: 299` headers kubectl prints, or an AdmissionReview's
+    /// `response.warnings`. Asked only once every plugin has accepted the
+    /// object.
+    async fn warnings(&self, _attrs: &Attributes<'_>, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The plugins of one server, in order.
@@ -145,13 +153,14 @@ impl Chain {
 /// metadata and kind rules (`causes` already holds what the caller found,
 /// such as schema violations), for updates of the main resource the kind's
 /// update rules, then the mutating plugins, then a 422 if anything is
-/// invalid, then the validating plugins.
+/// invalid, then the validating plugins. Returns the plugins' warnings for
+/// the client.
 pub async fn admit(
     chain: &Chain,
     attrs: &Attributes<'_>,
     obj: &mut Value,
     mut causes: Vec<Cause>,
-) -> Result<(), ApiError> {
+) -> Result<Vec<String>, ApiError> {
     let res = attrs.resource;
     res.strategy.normalize(res, obj);
     causes.extend(crate::strategy::validate_meta(res, obj));
@@ -175,7 +184,11 @@ pub async fn admit(
     for p in &plugins {
         p.validate(attrs, obj).await?;
     }
-    Ok(())
+    let mut warnings = Vec::new();
+    for p in &plugins {
+        warnings.extend(p.warnings(attrs, obj).await);
+    }
+    Ok(warnings)
 }
 
 /// The admission check of one deletion, for the storage layer's delete.

@@ -178,3 +178,52 @@ fn webhooks_run_after_every_in_process_plugin() {
     chain.add(Arc::new(Recorder::default()));
     assert_eq!(chain.plugins().len(), 3);
 }
+
+/// Warns about every object it sees, and refuses those named "no".
+struct Warner;
+
+#[async_trait::async_trait]
+impl AdmissionPlugin for Warner {
+    fn name(&self) -> &str {
+        "Warner"
+    }
+
+    async fn validate(&self, _a: &Attributes<'_>, obj: &Value) -> Result<(), ApiError> {
+        if obj["metadata"]["name"] == "no" {
+            return Err(ApiError::bad_request("refused"));
+        }
+        Ok(())
+    }
+
+    async fn warnings(&self, a: &Attributes<'_>, _obj: &Value) -> Vec<String> {
+        vec![format!("careful with {}", a.resource.kind)]
+    }
+}
+
+#[tokio::test]
+async fn plugins_warnings_reach_the_caller_only_for_admitted_objects() {
+    let chain = Chain::default();
+    chain.add(Arc::new(Warner));
+    let res = builtin("ConfigMap");
+    let mut ok = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let warnings = admit(
+        &chain,
+        &attrs(&res, Operation::Create, None),
+        &mut ok,
+        Vec::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(warnings, vec!["careful with ConfigMap".to_string()]);
+    let mut refused = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "no"}});
+    assert!(
+        admit(
+            &chain,
+            &attrs(&res, Operation::Create, None),
+            &mut refused,
+            Vec::new()
+        )
+        .await
+        .is_err()
+    );
+}

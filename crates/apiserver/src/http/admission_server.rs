@@ -142,8 +142,19 @@ pub async fn review(
             })
         }
     };
+    let mut warnings = Vec::new();
+    if let (Ok(_), Some(Operation::Create | Operation::Update), Some(obj)) =
+        (&outcome, operation, object)
+    {
+        for p in plugins {
+            warnings.extend(p.warnings(&attrs, obj).await);
+        }
+    }
     let mut response = Map::new();
     response.insert("uid".into(), json!(uid));
+    if !warnings.is_empty() {
+        response.insert("warnings".into(), json!(warnings));
+    }
     match outcome {
         Ok(patch) => {
             response.insert("allowed".into(), json!(true));
@@ -346,6 +357,9 @@ mod tests {
             }
             Ok(())
         }
+        async fn warnings(&self, a: &Attributes<'_>, _obj: &Value) -> Vec<String> {
+            vec![format!("{} is watched", a.name)]
+        }
     }
 
     fn request(name: &str, op: &str) -> Value {
@@ -364,7 +378,9 @@ mod tests {
         assert_eq!(out["response"]["uid"], "u1");
         assert_eq!(out["response"]["allowed"], true);
         assert_eq!(out["response"]["patchType"], "JSONPatch");
+        assert_eq!(out["response"]["warnings"], json!(["good is watched"]));
         let out = review(&plugins, &request("bad", "DELETE")).await.unwrap();
+        assert!(out["response"].get("warnings").is_none());
         assert_eq!(out["response"]["allowed"], false);
         assert_eq!(out["response"]["status"]["code"], 403);
         assert!(out["response"].get("patch").is_none());

@@ -11,7 +11,8 @@ use crate::http::fieldvalidation;
 use crate::http::resource::Ctx;
 
 /// Admission, schema processing and validation shared by create and update.
-/// Returns warnings (unknown fields under `fieldValidation=Warn`).
+/// Returns warnings (unknown fields under `fieldValidation=Warn`, and the
+/// admission plugins').
 pub async fn admit_and_validate(
     ctx: &Ctx<'_>,
     op: Operation,
@@ -42,7 +43,7 @@ pub async fn admit_and_validate(
     } else {
         Vec::new()
     };
-    let warnings = fieldvalidation::outcome(mode, &unknown, &duplicates)?;
+    let mut warnings = fieldvalidation::outcome(mode, &unknown, &duplicates)?;
     let attrs = Attributes {
         operation: op,
         resource: res,
@@ -53,6 +54,6 @@ pub async fn admit_and_validate(
         dry_run,
         user: admission::current_user(),
     };
-    admission::admit(&ctx.api.admission, &attrs, obj, causes).await?;
+    warnings.extend(admission::admit(&ctx.api.admission, &attrs, obj, causes).await?);
     Ok(warnings)
 }
