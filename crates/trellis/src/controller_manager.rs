@@ -177,6 +177,12 @@ pub struct Args {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:10258")]
     pub metrics_listen: SocketAddr,
+    /// Also run Cluster API's controllers (cluster.x-k8s.io Machines with
+    /// the TrellisConfig bootstrap and local infrastructure providers);
+    /// they need its CRDs (`trellis crds --cluster-api`) and a target
+    /// cluster.
+    #[arg(long)]
+    pub cluster_api: bool,
     #[command(flatten)]
     pub controllers: ControllerFlags,
 }
@@ -247,6 +253,17 @@ async fn clients(args: &Args) -> anyhow::Result<(kube::Client, Option<kube::Clie
     Ok((control, target))
 }
 
+/// The kubeconfig of the target cluster, whose server Cluster API's
+/// LocalClusters name as their endpoint: the flag's file, else
+/// `$KUBECONFIG`'s (in-cluster: none, and LocalClusters need one set).
+fn capi_kubeconfig(args: &Args) -> Option<PathBuf> {
+    match kubeconfigs(args) {
+        Kubeconfigs::Target { control, target } => target.or(control).map(Path::to_path_buf),
+        Kubeconfigs::NoTarget { .. } => None,
+    }
+    .or_else(|| std::env::var_os("KUBECONFIG").map(PathBuf::from))
+}
+
 /// A shutdown trigger whose future every controller can hold a clone of.
 pub fn shutdown_pair() -> (
     tokio::sync::oneshot::Sender<()>,
@@ -268,6 +285,7 @@ pub async fn run_controllers(
     config: Config,
     profiles: Option<gcm::Config>,
     cluster_name: String,
+    capi: Option<crate::capi_controllers::Options>,
     shutdown: Shared<BoxFuture<'static, ()>>,
 ) -> anyhow::Result<()> {
     let target: Option<kube::Client> = target.into();
@@ -276,6 +294,8 @@ pub async fn run_controllers(
         .await
         .context("starting the local provider")?;
     let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
+    let (control_for_capi, target_for_capi, capi_shutdown) =
+        (control.clone(), target.clone(), shutdown.clone());
     let machines = mcm::run::run(
         control.clone(),
         target,
@@ -291,7 +311,23 @@ pub async fn run_controllers(
         }
         anyhow::Ok(())
     };
-    let result = tokio::try_join!(machines, profiles).map(|_| ());
+    // Cluster API needs the target cluster's Nodes.
+    let capi = async {
+        match (capi, &target_for_capi) {
+            (Some(options), Some(target)) => {
+                crate::capi_controllers::run(
+                    control_for_capi,
+                    target.clone(),
+                    &cluster_name,
+                    options,
+                    capi_shutdown,
+                )
+                .await
+            }
+            _ => Ok(()),
+        }
+    };
+    let result = tokio::try_join!(machines, profiles, capi).map(|_| ());
     provider.simulator().shutdown();
     result
 }
@@ -397,8 +433,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         extensions: crate::profile_extensions(&args.profile_extensions),
         ..gcm::Config::default()
     });
+    let capi = args.cluster_api.then(|| crate::capi_controllers::Options {
+        endpoint: capi_kubeconfig(&args)
+            .and_then(|p| crate::capi_controllers::endpoint_of_kubeconfig(&p)),
+    });
     let mut controllers = tokio::spawn(run_controllers(
-        control, target, config, profiles, cluster, shutdown,
+        control, target, config, profiles, cluster, capi, shutdown,
     ));
     let lost = async {
         match &elector {

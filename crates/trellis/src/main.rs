@@ -3,6 +3,8 @@
 
 mod admission_webhook;
 mod bench;
+mod capi_admission;
+mod capi_controllers;
 mod controller_manager;
 mod demo;
 mod gardener_admission;
@@ -63,7 +65,7 @@ enum Command {
     // Boxed: its many flags would make every variant as large.
     ControllerManager(Box<controller_manager::Args>),
     /// Print every CRD manifest trellis serves, for installing on a real cluster.
-    Crds,
+    Crds(CrdsArgs),
     /// Serve the machine.sapcloud.io admission (defaulting and validation)
     /// as an AdmissionReview webhook for a real cluster.
     AdmissionWebhook(admission_webhook::Args),
@@ -88,6 +90,14 @@ enum KubeletCommand {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+#[derive(clap::Args)]
+struct CrdsArgs {
+    /// Also print the Cluster API CRDs (cluster.x-k8s.io and trellis's
+    /// bootstrap and infrastructure providers').
+    #[arg(long)]
+    cluster_api: bool,
 }
 
 #[derive(clap::Args)]
@@ -145,6 +155,15 @@ struct ServerArgs {
     /// open and names the file and offset
     #[arg(long)]
     repair_store: bool,
+    /// Also serve Cluster API (cluster.x-k8s.io Cluster, Machine,
+    /// MachineSet, MachineDeployment, MachineHealthCheck and trellis's
+    /// TrellisConfig and Local* providers); with `up`, run its controllers
+    /// too. Off by default: both APIs have `machines`, `machinesets` and
+    /// `machinedeployments`, and kubectl resolves those names to
+    /// cluster.x-k8s.io once it is served (as on any cluster with both), so
+    /// MCM's objects are then `mc`, `mcs`, `mcd` (or fully qualified).
+    #[arg(long)]
+    cluster_api: bool,
 }
 
 /// The values `--profile-extensions` accepts.
@@ -331,6 +350,7 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         .unwrap_or_else(default_data_dir);
     let tls = !args.server.insecure_http;
     let kubelet_config = kubelet_config(&args, &data_dir)?;
+    let cluster_api = args.server.cluster_api;
     let started = start_server(args.server, server_shutdown).await?;
     let mut serving = tokio::spawn(started.serve);
     let client = controller_manager::client_from(&started.kubeconfig).await?;
@@ -369,12 +389,16 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         extensions,
         ..gcm::Config::default()
     };
+    let capi = cluster_api.then(|| capi_controllers::Options {
+        endpoint: capi_controllers::endpoint_of_kubeconfig(&started.kubeconfig),
+    });
     let machines = controller_manager::run_controllers(
         client.clone(),
         client.clone(),
         config,
         Some(profiles),
         "trellis".to_string(),
+        capi,
         controllers_shutdown.clone(),
     );
     // The shoot flow: gardenlet (a control namespace, a Cluster, a Worker
@@ -520,6 +544,9 @@ async fn start_server(
     let server = apiserver::Server::start(store, config).await?;
     machine_admission::prepare(&server).await?;
     gardener_admission::prepare(&server, extensions).await?;
+    if args.cluster_api {
+        capi_admission::prepare(&server).await?;
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -604,9 +631,16 @@ fn main() -> anyhow::Result<()> {
             Command::ControllerManager(args) => controller_manager::run(*args).await,
             Command::Bench { what } => bench::run(what).await,
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
-            Command::Crds => {
-                let docs = [api::crds_yaml(), gardener::crds_yaml(), worker::crds_yaml()];
-                let all = docs.map(|d| d.trim_end().to_string()).join("\n---\n");
+            Command::Crds(args) => {
+                let mut docs = vec![api::crds_yaml(), gardener::crds_yaml(), worker::crds_yaml()];
+                if args.cluster_api {
+                    docs.push(capi_admission::crds_yaml());
+                }
+                let all = docs
+                    .iter()
+                    .map(|d| d.trim_end().to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n---\n");
                 status::write_stdout(&format!("{all}\n"))
             }
         }
