@@ -19,9 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Node, PersistentVolumeClaim, Pod, Secret, Service, Taint,
-};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
@@ -34,10 +32,11 @@ use tracing::{debug, info, warn};
 
 use crate::env::Sources;
 use crate::error::Error;
-use crate::hosts::{PodName, ServiceName};
+use crate::hosts::PodName;
 use crate::imagemap::ImageMap;
 use crate::ipam::Range;
 use crate::launch::{Inputs, PodFiles};
+use crate::names::Names;
 use crate::node::NodeInfo;
 use crate::plan::{Action, KillReason};
 use crate::probe::{Probes, Timing};
@@ -97,13 +96,6 @@ impl Config {
     }
 }
 
-/// The names every pod's hosts file lists.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Names {
-    pods: Vec<PodName>,
-    services: Vec<ServiceName>,
-}
-
 /// One pod, as the watcher and its worker share it.
 struct Entry {
     uid: String,
@@ -134,7 +126,7 @@ pub(crate) struct Shared {
     recorder: Recorder,
     pods: Mutex<HashMap<String, Arc<Entry>>>,
     ips: Mutex<()>,
-    names: watch::Receiver<Names>,
+    pub(crate) names: watch::Receiver<Names>,
     path_env: String,
     /// Set when the kubelet stops: workers act no more, so nothing is
     /// started while the pods' processes are being stopped.
@@ -203,8 +195,8 @@ pub async fn run(
     tasks.spawn(heartbeat(client.clone(), info, node_uid));
     tasks.spawn(watch_pods(shared.clone()));
     tasks.spawn(crate::scheduler::run(shared.clone()));
-    tasks.spawn(watch_names(client.clone(), names_tx));
-    tasks.spawn(wake_on_names(shared.clone()));
+    tasks.spawn(crate::names::watch(client.clone(), names_tx));
+    tasks.spawn(crate::names::wake_workers(shared.clone()));
     tasks.spawn(crate::claims::collect(shared.clone()));
     tasks.spawn(crate::proxy::run(client.clone()));
     shutdown.await;
@@ -296,6 +288,13 @@ impl Shared {
                 pods.insert(uid, entry.clone());
                 tokio::spawn(worker(self.clone(), entry));
             }
+        }
+    }
+
+    /// Wakes every pod worker.
+    pub(crate) fn wake_all(&self) {
+        for e in self.pods.lock().values() {
+            e.wake.notify_one();
         }
     }
 
@@ -508,142 +507,6 @@ fn write_names(shared: &Shared, pod: &Pod, record: &PodRecord, mem: &mut Memory)
     }
 }
 
-/// Fetches the ConfigMaps, Secrets and claims the pod needs.
-async fn fetch_sources(shared: &Shared, pod: &Pod, ip: &str) -> Result<Sources, Error> {
-    let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    let (cms, secrets) = crate::env::referenced(pod);
-    let pod_name = format!("{ns}/{}", pod.metadata.name.as_deref().unwrap_or(""));
-    let read = |what: String| {
-        let pod_name = pod_name.clone();
-        move |source| Error::ReadFailed {
-            what,
-            pod: pod_name,
-            source,
-        }
-    };
-    let cm_api: Api<ConfigMap> = Api::namespaced(shared.client.clone(), &ns);
-    let secret_api: Api<Secret> = Api::namespaced(shared.client.clone(), &ns);
-    let mut src = Sources {
-        pod_ip: ip.to_string(),
-        host_ip: shared.cfg.address.clone(),
-        ..Sources::default()
-    };
-    for name in cms {
-        let got = cm_api
-            .get_opt(&name)
-            .await
-            .map_err(read(format!("configmap {name}")))?;
-        src.config_maps.insert(name, got);
-    }
-    for name in secrets {
-        let got = secret_api
-            .get_opt(&name)
-            .await
-            .map_err(read(format!("secret {name}")))?;
-        src.secrets.insert(name, got);
-    }
-    let (cpus, mem) = crate::node::machine();
-    src.allocatable.insert("cpu".into(), cpus.to_string());
-    src.allocatable.insert("memory".into(), mem.to_string());
-    Ok(src)
-}
-
-/// Makes every volume of the pod ready.
-async fn prepare_volumes(
-    shared: &Shared,
-    pod: &Pod,
-    uid: &str,
-    src: &Sources,
-) -> Result<BTreeMap<String, Ready>, Blocked> {
-    let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    let layout = &shared.rt.layout;
-    let fail = |reason: &str, message: String| Blocked {
-        reason: reason.into(),
-        message,
-    };
-    let mut out = BTreeMap::new();
-    for v in pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        let ready = if v.empty_dir.is_some() {
-            let path = layout.pod_volume(uid, "empty-dir", &v.name);
-            std::fs::create_dir_all(&path).map_err(|e| fail("ContainerCreating", e.to_string()))?;
-            Ready {
-                path,
-                writable: true,
-            }
-        } else if let Some(files) = crate::volumes::files(pod, v, src) {
-            let files = files.map_err(|e| fail("CreateContainerConfigError", e.to_string()))?;
-            let path = layout.pod_volume(uid, "files", &v.name);
-            crate::volumes::write_files(&path, &files)
-                .map_err(|e| fail("ContainerCreating", e.to_string()))?;
-            Ready {
-                path,
-                writable: false,
-            }
-        } else if let Some(claim) = &v.persistent_volume_claim {
-            let api: Api<PersistentVolumeClaim> = Api::namespaced(shared.client.clone(), &ns);
-            let pvc = api
-                .get_opt(&claim.claim_name)
-                .await
-                .map_err(|e| {
-                    fail(
-                        "ContainerCreating",
-                        format!("reading persistentvolumeclaim {:?}: {e}", claim.claim_name),
-                    )
-                })?
-                .ok_or_else(|| {
-                    fail(
-                        "ContainerCreating",
-                        format!("persistentvolumeclaim {:?} not found", claim.claim_name),
-                    )
-                })?;
-            let claim_uid = pvc.metadata.uid.clone().unwrap_or_default();
-            let path = crate::claims::ensure(layout, &ns, &claim.claim_name, &claim_uid)
-                .map_err(|e| fail("ContainerCreating", e.to_string()))?;
-            Ready {
-                path,
-                writable: !claim.read_only.unwrap_or(false),
-            }
-        } else if let Some(h) = &v.host_path {
-            let path = PathBuf::from(&h.path);
-            match h.type_.as_deref().unwrap_or("") {
-                "DirectoryOrCreate" => std::fs::create_dir_all(&path)
-                    .map_err(|e| fail("ContainerCreating", e.to_string()))?,
-                "FileOrCreate" if !path.exists() => {
-                    std::fs::File::create(&path)
-                        .map_err(|e| fail("ContainerCreating", e.to_string()))?;
-                }
-                _ if !path.exists() => {
-                    return Err(fail(
-                        "ContainerCreating",
-                        format!("hostPath {:?} does not exist", h.path),
-                    ));
-                }
-                _ => {}
-            }
-            Ready {
-                path,
-                writable: true,
-            }
-        } else {
-            return Err(fail(
-                "ContainerCreating",
-                format!(
-                    "volume {:?}: this kind of volume is not supported by the process runtime",
-                    v.name
-                ),
-            ));
-        };
-        out.insert(v.name.clone(), ready);
-    }
-    Ok(out)
-}
-
 /// How often file volumes and the environment sources are re-read while
 /// the pod runs (upstream syncs configMap volumes about every minute).
 const SOURCES_REFRESH: Duration = Duration::from_secs(60);
@@ -702,9 +565,9 @@ async fn sync(shared: &Arc<Shared>, entry: &Entry, mem: &mut Memory) -> Option<D
         });
         let stale = mem.sources_at.is_none_or(|t| t.elapsed() > SOURCES_REFRESH);
         if needs_start || stale {
-            match fetch_sources(shared, &pod, &record.ip).await {
+            match crate::fetch::sources(shared, &pod, &record.ip).await {
                 Ok(src) => {
-                    mem.volumes = Some(prepare_volumes(shared, &pod, &uid, &src).await);
+                    mem.volumes = Some(crate::fetch::volumes(shared, &pod, &uid, &src).await);
                     mem.sources = src;
                     mem.sources_at = Some(std::time::Instant::now());
                 }
@@ -1008,93 +871,6 @@ async fn sync(shared: &Arc<Shared>, entry: &Entry, mem: &mut Memory) -> Option<D
         next = Duration::ZERO;
     }
     Some(next.max(Duration::from_millis(50)))
-}
-
-async fn watch_names(client: Client, tx: watch::Sender<Names>) {
-    let pods: Api<Pod> = Api::all(client.clone());
-    let services: Api<Service> = Api::all(client);
-    let mut pod_events = watcher::watcher(pods, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut svc_events = watcher::watcher(services, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut named: BTreeMap<String, PodName> = BTreeMap::new();
-    let mut svcs: BTreeMap<String, ServiceName> = BTreeMap::new();
-    let key = |ns: Option<&String>, n: Option<&String>| {
-        format!("{}/{}", ns.map_or("", |s| s), n.map_or("", |s| s))
-    };
-    loop {
-        tokio::select! {
-            Some(ev) = pod_events.next() => match ev {
-                Ok(Event::Apply(p) | Event::InitApply(p)) => {
-                    let k = key(p.metadata.namespace.as_ref(), p.metadata.name.as_ref());
-                    let spec = p.spec.as_ref();
-                    let sub = spec.and_then(|s| s.subdomain.clone()).filter(|s| !s.is_empty());
-                    let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
-                    if sub.is_some() && !ip.is_empty() && p.metadata.deletion_timestamp.is_none() {
-                        named.insert(k, PodName {
-                            namespace: p.metadata.namespace.clone().unwrap_or_default(),
-                            hostname: crate::launch::hostname(&p),
-                            subdomain: sub,
-                            ip,
-                        });
-                    } else {
-                        named.remove(&k);
-                    }
-                }
-                Ok(Event::Delete(p)) => {
-                    named.remove(&key(p.metadata.namespace.as_ref(), p.metadata.name.as_ref()));
-                }
-                _ => {}
-            },
-            Some(ev) = svc_events.next() => match ev {
-                Ok(Event::Apply(s) | Event::InitApply(s)) => {
-                    let k = key(s.metadata.namespace.as_ref(), s.metadata.name.as_ref());
-                    let ip = s.spec.as_ref().and_then(|sp| sp.cluster_ip.clone()).unwrap_or_default();
-                    if ip.is_empty() || ip == "None" {
-                        svcs.remove(&k);
-                    } else {
-                        svcs.insert(k, ServiceName {
-                            namespace: s.metadata.namespace.clone().unwrap_or_default(),
-                            name: s.metadata.name.clone().unwrap_or_default(),
-                            cluster_ip: ip,
-                        });
-                    }
-                }
-                Ok(Event::Delete(s)) => {
-                    svcs.remove(&key(s.metadata.namespace.as_ref(), s.metadata.name.as_ref()));
-                }
-                _ => {}
-            },
-            else => return,
-        }
-        let names = Names {
-            pods: named.values().cloned().collect(),
-            services: svcs.values().cloned().collect(),
-        };
-        tx.send_if_modified(|cur| {
-            if *cur == names {
-                false
-            } else {
-                *cur = names;
-                true
-            }
-        });
-    }
-}
-
-/// New names wake every worker, which rewrites its hosts file.
-async fn wake_on_names(shared: Arc<Shared>) {
-    let mut rx = shared.names.clone();
-    while rx.changed().await.is_ok() {
-        // Coalesce bursts (a StatefulSet coming up).
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        rx.mark_unchanged();
-        for e in shared.pods.lock().values() {
-            e.wake.notify_one();
-        }
-    }
 }
 
 /// The Node object of this kubelet.

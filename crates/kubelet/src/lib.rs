@@ -45,3 +45,5 @@ pub mod volumes;
 pub mod ws;
 
 pub use kubelet::{Config, run};
+pub mod fetch;
+pub mod names;
