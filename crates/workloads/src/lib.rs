@@ -16,12 +16,14 @@
 //! - [`replicaset`]: the ReplicaSet decision.
 //! - [`deployment`]: the Deployment decision.
 //! - [`statefulset`]: the StatefulSet decision.
+//! - [`job`]: the Job decision, with the time to live after finishing.
 //! - [`run`]: the shared caches and the controllers, run until shutdown.
 
 pub mod controllers;
 pub mod deployment;
 pub mod expectations;
 pub mod hash;
+pub mod job;
 pub mod meta;
 pub mod names;
 pub mod pods;

@@ -138,7 +138,7 @@ pub async fn run(
     let hook = expect_pods.clone();
     let (pods, mut pod_events) = shared_watch(
         Api::<Pod>::all(client.clone()),
-        2,
+        4,
         move |p: &Pod| {
             if let Some(ctx) = hook.get() {
                 let ns = p.metadata.namespace.as_deref().unwrap_or_default();
@@ -170,8 +170,8 @@ pub async fn run(
         shutdown.clone(),
     )
     .await?;
-    let (jobs, _job_events) =
-        shared_watch(Api::<Job>::all(client.clone()), 0, |_| {}, shutdown.clone()).await?;
+    let (jobs, mut job_events) =
+        shared_watch(Api::<Job>::all(client.clone()), 1, |_| {}, shutdown.clone()).await?;
     let (slices, _slice_events) = shared_watch(
         Api::<EndpointSlice>::all(client.clone()),
         0,
@@ -186,7 +186,7 @@ pub async fn run(
         replica_sets.clone(),
         revisions,
         claims,
-        jobs,
+        jobs.clone(),
         slices,
     ));
     let _ = expect_pods.set(ctx.clone());
@@ -265,6 +265,48 @@ pub async fn run(
         )
         .for_each(|_| futures::future::ready(()));
 
-    futures::join!(rs_ctrl, d_ctrl, sts_ctrl);
+    let job_store = jobs.clone();
+    let job_ctrl = Controller::for_stream(job_events.remove(0), jobs.clone())
+        .watches_stream(pod_events.remove(0), move |p: Pod| {
+            owners_of(&p, "Job", &job_store, |j: &Job| {
+                j.spec
+                    .as_ref()?
+                    .selector
+                    .as_ref()
+                    .and_then(|s| Selector::from_label_selector(s).ok())
+            })
+        })
+        .with_config(workers.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            controllers::job::reconcile,
+            controllers::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+    // Pods whose Job is gone let go of its tracking finalizer.
+    let orphans = {
+        let ctx = ctx.clone();
+        let events = pod_events.remove(0);
+        let shutdown = shutdown.clone();
+        async move {
+            let released = events.for_each_concurrent(8, |p| {
+                let ctx = ctx.clone();
+                async move {
+                    if let Ok(p) = p
+                        && let Err(e) = controllers::job::release_orphan(&ctx, &p).await
+                    {
+                        tracing::warn!(error = %e, "releasing an orphaned job pod failed");
+                    }
+                }
+            });
+            tokio::select! {
+                _ = released => {}
+                _ = shutdown => {}
+            }
+        }
+    };
+
+    futures::join!(rs_ctrl, d_ctrl, sts_ctrl, job_ctrl, orphans);
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! ([`crate::expectations`]) instead of repeated.
 
 pub mod deployment;
+pub mod job;
 pub mod replicaset;
 pub mod statefulset;
 
