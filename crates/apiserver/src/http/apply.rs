@@ -15,12 +15,9 @@ use crate::http::create::create_object;
 use crate::http::reply::Reply;
 use crate::http::resource::Ctx;
 use crate::object;
-use crate::storage::check_size_early;
+use crate::storage::{Current, UpdateStep, Updated, check_size_early};
 use crate::strategy;
 use http::StatusCode;
-
-/// How often an apply is retried when the object changes under it.
-const APPLY_RETRIES: usize = crate::storage::WRITE_RETRIES;
 
 pub async fn server_side_apply(
     ctx: &Ctx<'_>,
@@ -50,11 +47,60 @@ pub async fn server_side_apply(
     if let Some(ns) = ns {
         skeleton["metadata"]["namespace"] = json!(ns);
     }
-    for _ in 0..APPLY_RETRIES {
-        let Some((cur, old)) = ctx.api.storage.read(&res, &key).await? else {
-            if sub.is_some() {
-                return Err(ApiError::not_found(&res.group, &res.plural, name));
-            }
+    let (res_ref, skeleton_ref, applied_ref) = (&res, &skeleton, &applied);
+    let updated = ctx
+        .api
+        .storage
+        .update(
+            &res,
+            &key,
+            name,
+            dry_run,
+            true,
+            |cur: Current, old| -> UpdateStep<'_, Vec<String>> {
+                let (res, skeleton, applied) = (res_ref, skeleton_ref, applied_ref);
+                Box::pin(async move {
+                    if let Some(rv) = object::meta_str(applied, "resourceVersion")
+                        && !rv.is_empty()
+                        && rv != cur.revision.to_string()
+                    {
+                        return Err(ApiError::modified(&res.group, &res.plural, name));
+                    }
+                    let mut merged = crate::http::fieldmanager::apply(
+                        res,
+                        sub,
+                        Some(&old),
+                        skeleton,
+                        applied,
+                        manager,
+                        force,
+                    )?
+                    .object;
+                    let fields =
+                        object::meta_mut(&mut merged).and_then(|m| m.remove("managedFields"));
+                    let mut new = strategy::prepare_for_update(res, sub, &old, merged)?;
+                    let warnings =
+                        admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old))
+                            .await?;
+                    if let Some(m) = object::meta_mut(&mut new) {
+                        match fields {
+                            Some(f) => m.insert("managedFields".into(), f),
+                            None => m.remove("managedFields"),
+                        };
+                    }
+                    Ok((new, warnings))
+                })
+            },
+        )
+        .await?;
+    match updated {
+        Updated::Written(out, warnings) => {
+            Ok(Reply::output(StatusCode::OK, out).warnings(warnings))
+        }
+        Updated::Missing if sub.is_some() => {
+            Err(ApiError::not_found(&res.group, &res.plural, name))
+        }
+        Updated::Missing => {
             let mut created = crate::http::fieldmanager::apply(
                 &res, None, None, &skeleton, &applied, manager, force,
             )?
@@ -62,45 +108,9 @@ pub async fn server_side_apply(
             let fields = object::meta_mut(&mut created)
                 .and_then(|m| m.remove("managedFields"))
                 .unwrap_or_else(|| json!([]));
-            return create_object(ctx, created, Some(fields)).await;
-        };
-        if let Some(rv) = object::meta_str(&applied, "resourceVersion")
-            && !rv.is_empty()
-            && rv != cur.mod_revision.to_string()
-        {
-            return Err(ApiError::modified(&res.group, &res.plural, name));
-        }
-        let mut merged = crate::http::fieldmanager::apply(
-            &res,
-            sub,
-            Some(&old),
-            &skeleton,
-            &applied,
-            manager,
-            force,
-        )?
-        .object;
-        let fields = object::meta_mut(&mut merged).and_then(|m| m.remove("managedFields"));
-        let mut new = strategy::prepare_for_update(&res, sub, &old, merged)?;
-        let warnings =
-            admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old)).await?;
-        if let Some(m) = object::meta_mut(&mut new) {
-            match fields {
-                Some(f) => m.insert("managedFields".into(), f),
-                None => m.remove("managedFields"),
-            };
-        }
-        match ctx
-            .api
-            .storage
-            .write_over(&res, &key, &cur, new, dry_run)
-            .await?
-        {
-            Ok(out) => return Ok(Reply::output(StatusCode::OK, out).warnings(warnings)),
-            Err(_) => continue,
+            create_object(ctx, created, Some(fields)).await
         }
     }
-    Err(ApiError::modified(&res.group, &res.plural, name))
 }
 
 /// The applied configuration: one YAML (or JSON, which YAML includes)

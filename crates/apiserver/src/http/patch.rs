@@ -13,7 +13,7 @@ use crate::http::resource::Ctx;
 use crate::http::update::rv_of;
 use crate::object;
 use crate::storage::registry::Resource;
-use crate::storage::{WRITE_RETRIES, check_size_early};
+use crate::storage::{Current, UpdateStep, Updated, check_size_early};
 use crate::strategy;
 use serde_json::Value;
 
@@ -89,42 +89,53 @@ pub async fn patch(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Reply
         ));
     }
     let manager = crate::http::fieldmanager::manager_for(ctx.query, ctx.headers)?;
-    for _ in 0..WRITE_RETRIES {
-        let Some((cur, old)) = ctx.api.storage.read(&res, &key).await? else {
-            return Err(ctx.not_found(name));
-        };
-        let mut patched = old.clone();
-        apply_patch(&res, &ct, &mut patched, &ctx.body)?;
-        if !patched.is_object() {
-            return Err(ApiError::bad_request("the patch must leave an object"));
+    let (res_ref, ct_ref, manager_ref) = (&res, &ct, &manager);
+    let updated = ctx
+        .api
+        .storage
+        .update(
+            &res,
+            &key,
+            name,
+            dry_run,
+            true,
+            |cur: Current, old| -> UpdateStep<'_, Vec<String>> {
+                let (res, ct, manager) = (res_ref, ct_ref, manager_ref);
+                Box::pin(async move {
+                    let mut patched = old.clone();
+                    apply_patch(res, ct, &mut patched, &ctx.body)?;
+                    if !patched.is_object() {
+                        return Err(ApiError::bad_request("the patch must leave an object"));
+                    }
+                    check_size_early(&patched, ctx.body.len() + cur.stored_bytes)?;
+                    strategy::check_type_meta(res, &mut patched)?;
+                    // A resourceVersion left in the patched object is a
+                    // precondition; one the patch removed (kubectl's 3-way
+                    // patches null it) is none.
+                    let precondition = rv_of(&patched);
+                    if precondition.is_some_and(|rv| rv != cur.revision.to_string()) {
+                        return Err(ApiError::modified(&res.group, &res.plural, name));
+                    }
+                    if object::name(&patched) != name {
+                        return Err(ApiError::bad_request(format!(
+                            "the name of the object ({}) does not match the name on the URL ({name})",
+                            object::name(&patched)
+                        )));
+                    }
+                    let mut new = strategy::prepare_for_update(res, sub, &old, patched)?;
+                    let warnings =
+                        admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old))
+                            .await?;
+                    crate::http::fieldmanager::record_update(res, sub, Some(&old), &mut new, manager);
+                    Ok((new, warnings))
+                })
+            },
+        )
+        .await?;
+    match updated {
+        Updated::Written(out, warnings) => {
+            Ok(Reply::output(StatusCode::OK, out).warnings(warnings))
         }
-        check_size_early(&patched, ctx.body.len() + cur.value.len())?;
-        strategy::check_type_meta(&res, &mut patched)?;
-        // A resourceVersion left in the patched object is a precondition;
-        // one the patch removed (kubectl's 3-way patches null it) is none.
-        let precondition = rv_of(&patched);
-        if precondition.is_some_and(|rv| rv != cur.mod_revision.to_string()) {
-            return Err(ApiError::modified(&res.group, &res.plural, name));
-        }
-        if object::name(&patched) != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({}) does not match the name on the URL ({name})",
-                object::name(&patched)
-            )));
-        }
-        let mut new = strategy::prepare_for_update(&res, sub, &old, patched)?;
-        let warnings =
-            admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old)).await?;
-        crate::http::fieldmanager::record_update(&res, sub, Some(&old), &mut new, &manager);
-        match ctx
-            .api
-            .storage
-            .write_over(&res, &key, &cur, new, dry_run)
-            .await?
-        {
-            Ok(out) => return Ok(Reply::output(StatusCode::OK, out).warnings(warnings)),
-            Err(_) => continue,
-        }
+        Updated::Missing => Err(ctx.not_found(name)),
     }
-    Err(ApiError::modified(&res.group, &res.plural, name))
 }

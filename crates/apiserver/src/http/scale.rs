@@ -1,5 +1,6 @@
 //! The scale subresource: an `autoscaling/v1 Scale` mapped onto the
-//! object's replica paths (GET, PUT and PATCH).
+//! object's replica paths (GET, PUT and PATCH, through the storage layer's
+//! compare-and-swap loop).
 
 use apimachinery::selector::LabelSelector;
 use apimachinery::{ApiError, Cause};
@@ -13,8 +14,8 @@ use crate::http::patch::apply_patch;
 use crate::http::reply::Reply;
 use crate::http::resource::Ctx;
 use crate::object;
-use crate::storage::WRITE_RETRIES;
 use crate::storage::registry::{Resource, ScalePaths};
+use crate::storage::{Current, UpdateStep, Updated};
 use crate::strategy;
 
 /// `.spec.replicas` → `/spec/replicas`.
@@ -122,80 +123,81 @@ pub async fn scale(ctx: &Ctx<'_>, name: &str, method: &Method) -> Result<Reply, 
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
-    for _ in 0..WRITE_RETRIES {
-        let (cur, old) = ctx
-            .api
-            .storage
-            .read(&res, &key)
-            .await?
-            .ok_or_else(|| ApiError::not_found(&res.group, &res.plural, name))?;
-        let current = build_scale(&res, &paths, &old);
-        let wanted = if *method == Method::PUT {
-            parse_body(&ctx.body, &ct)?
-        } else {
-            let mut s = current.clone();
-            // A Scale is a built-in shape: strategic merge is a plain merge here.
-            let ct = if ct.starts_with("application/strategic-merge-patch") {
-                "application/merge-patch+json"
-            } else {
-                ct.as_str()
-            };
-            apply_patch(&res, ct, &mut s, &ctx.body)?;
-            s
-        };
-        if let Some(rv) = object::meta_str(&wanted, "resourceVersion")
-            && !rv.is_empty()
-            && rv != cur.mod_revision.to_string()
-        {
-            return Err(ApiError::modified(&res.group, &res.plural, name));
-        }
-        let replicas = match wanted.pointer("/spec/replicas") {
-            Some(v) => v.as_i64().filter(|r| *r >= 0 && *r <= i32::MAX as i64),
-            None => Some(0),
-        };
-        let Some(replicas) = replicas else {
-            return Err(ApiError::invalid(
-                "autoscaling",
-                "Scale",
-                name,
-                vec![Cause::invalid(
-                    "spec.replicas",
-                    "must be a non-negative integer",
-                )],
-            ));
-        };
-        let mut new = old.clone();
-        set_at(&mut new, &paths.spec_replicas, json!(replicas));
-        let mut new = strategy::prepare_for_update(&res, None, &old, new)?;
-        admit_and_validate(
-            ctx,
-            Operation::Update,
-            Some("scale"),
+    let (res_ref, paths_ref, ct_ref) = (&res, &paths, &ct);
+    let updated = ctx
+        .api
+        .storage
+        .update(
+            &res,
+            &key,
             name,
-            &mut new,
-            Some(&old),
+            dry_run,
+            true,
+            |cur: Current, old| -> UpdateStep<'_, Value> {
+                let (res, paths, ct) = (res_ref, paths_ref, ct_ref);
+                Box::pin(async move {
+                    let current = build_scale(res, paths, &old);
+                    let wanted = if *method == Method::PUT {
+                        parse_body(&ctx.body, ct)?
+                    } else {
+                        let mut s = current.clone();
+                        // A Scale is a built-in shape: strategic merge is a
+                        // plain merge here.
+                        let ct = if ct.starts_with("application/strategic-merge-patch") {
+                            "application/merge-patch+json"
+                        } else {
+                            ct.as_str()
+                        };
+                        apply_patch(res, ct, &mut s, &ctx.body)?;
+                        s
+                    };
+                    if let Some(rv) = object::meta_str(&wanted, "resourceVersion")
+                        && !rv.is_empty()
+                        && rv != cur.revision.to_string()
+                    {
+                        return Err(ApiError::modified(&res.group, &res.plural, name));
+                    }
+                    let replicas = match wanted.pointer("/spec/replicas") {
+                        Some(v) => v.as_i64().filter(|r| *r >= 0 && *r <= i32::MAX as i64),
+                        None => Some(0),
+                    };
+                    let Some(replicas) = replicas else {
+                        return Err(ApiError::invalid(
+                            "autoscaling",
+                            "Scale",
+                            name,
+                            vec![Cause::invalid(
+                                "spec.replicas",
+                                "must be a non-negative integer",
+                            )],
+                        ));
+                    };
+                    let mut new = old.clone();
+                    set_at(&mut new, &paths.spec_replicas, json!(replicas));
+                    let mut new = strategy::prepare_for_update(res, None, &old, new)?;
+                    admit_and_validate(
+                        ctx,
+                        Operation::Update,
+                        Some("scale"),
+                        name,
+                        &mut new,
+                        Some(&old),
+                    )
+                    .await?;
+                    Ok((new.clone(), new))
+                })
+            },
         )
         .await?;
-        match ctx
-            .api
-            .storage
-            .write_over(&res, &key, &cur, new.clone(), dry_run)
-            .await?
-        {
-            Ok(_) => {
-                let (_, latest) = ctx
-                    .api
-                    .storage
-                    .read(&res, &key)
-                    .await?
-                    .unwrap_or((cur, new));
-                return Ok(Reply::value(
-                    StatusCode::OK,
-                    &build_scale(&res, &paths, &latest),
-                ));
-            }
-            Err(_) => continue,
-        }
-    }
-    Err(ApiError::modified(&res.group, &res.plural, name))
+    let Updated::Written(_, new) = updated else {
+        return Err(ApiError::not_found(&res.group, &res.plural, name));
+    };
+    let latest = match ctx.api.storage.read(&res, &key).await? {
+        Some((_, latest)) => latest,
+        None => new,
+    };
+    Ok(Reply::value(
+        StatusCode::OK,
+        &build_scale(&res, &paths, &latest),
+    ))
 }

@@ -1,8 +1,8 @@
 //! PUT of an object (and of its `/status` and, for kinds that serve it,
 //! `/finalize`): a resourceVersion in the body is a precondition (custom
 //! resources require one), a missing object is created where the kind
-//! allows it, and the write is a compare-and-swap retried while no
-//! precondition was given.
+//! allows it, and the write is the storage layer's compare-and-swap loop,
+//! retried while no precondition was given.
 
 use apimachinery::{ApiError, Cause};
 use bytes::Bytes;
@@ -16,7 +16,7 @@ use crate::http::create;
 use crate::http::reply::Reply;
 use crate::http::resource::Ctx;
 use crate::object::{self, meta_mut};
-use crate::storage::{WRITE_RETRIES, check_size_early};
+use crate::storage::{Current, UpdateStep, Updated, check_size_early};
 use crate::strategy;
 
 /// The resourceVersion an object carries, as a precondition.
@@ -50,56 +50,73 @@ pub async fn update(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Repl
     let client_rv = rv_of(&incoming);
     let key = ctx.key(name);
     let manager = crate::http::fieldmanager::manager_for(ctx.query, ctx.headers)?;
-    for _ in 0..WRITE_RETRIES {
-        let Some((cur, old)) = ctx.api.storage.read(&res, &key).await? else {
-            if sub.is_none() && res.strategy.create_on_update() {
-                let mut body = incoming.clone();
-                meta_mut(&mut body)
-                    .expect("metadata")
-                    .insert("name".into(), json!(name));
-                let create_ctx = Ctx {
-                    api: ctx.api,
-                    res: res.clone(),
-                    path: ctx.path,
-                    query: ctx.query,
-                    headers: ctx.headers,
-                    body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
-                };
-                return create::create(&create_ctx).await;
-            }
-            return Err(ctx.not_found(name));
-        };
-        match &client_rv {
-            Some(rv) if *rv != cur.mod_revision.to_string() => {
-                return Err(ApiError::modified(&res.group, &res.plural, name));
-            }
-            None if !res.builtin => {
-                return Err(ApiError::invalid(
-                    &res.group,
-                    &res.kind,
-                    name,
-                    vec![Cause::invalid(
-                        "metadata.resourceVersion",
-                        "Invalid value: 0x0: must be specified for an update",
-                    )],
-                ));
-            }
-            _ => {}
+    let (res_ref, incoming_ref, manager_ref, client_rv_ref) =
+        (&res, &incoming, &manager, &client_rv);
+    let updated = ctx
+        .api
+        .storage
+        .update(
+            &res,
+            &key,
+            name,
+            dry_run,
+            client_rv.is_none(),
+            |cur: Current, old| -> UpdateStep<'_, Vec<String>> {
+                let (res, incoming, manager, client_rv) =
+                    (res_ref, incoming_ref, manager_ref, client_rv_ref);
+                Box::pin(async move {
+                    match client_rv {
+                        Some(rv) if *rv != cur.revision.to_string() => {
+                            return Err(ApiError::modified(&res.group, &res.plural, name));
+                        }
+                        None if !res.builtin => {
+                            return Err(ApiError::invalid(
+                                &res.group,
+                                &res.kind,
+                                name,
+                                vec![Cause::invalid(
+                                    "metadata.resourceVersion",
+                                    "Invalid value: 0x0: must be specified for an update",
+                                )],
+                            ));
+                        }
+                        _ => {}
+                    }
+                    let mut new = strategy::prepare_for_update(res, sub, &old, incoming.clone())?;
+                    let warnings =
+                        admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old))
+                            .await?;
+                    crate::http::fieldmanager::record_update(
+                        res,
+                        sub,
+                        Some(&old),
+                        &mut new,
+                        manager,
+                    );
+                    Ok((new, warnings))
+                })
+            },
+        )
+        .await?;
+    match updated {
+        Updated::Written(out, warnings) => {
+            Ok(Reply::output(StatusCode::OK, out).warnings(warnings))
         }
-        let mut new = strategy::prepare_for_update(&res, sub, &old, incoming.clone())?;
-        let warnings =
-            admit_and_validate(ctx, Operation::Update, sub, name, &mut new, Some(&old)).await?;
-        crate::http::fieldmanager::record_update(&res, sub, Some(&old), &mut new, &manager);
-        match ctx
-            .api
-            .storage
-            .write_over(&res, &key, &cur, new, dry_run)
-            .await?
-        {
-            Ok(out) => return Ok(Reply::output(StatusCode::OK, out).warnings(warnings)),
-            Err(_) if client_rv.is_none() => continue,
-            Err(_) => return Err(ApiError::modified(&res.group, &res.plural, name)),
+        Updated::Missing if sub.is_none() && res.strategy.create_on_update() => {
+            let mut body = incoming.clone();
+            meta_mut(&mut body)
+                .expect("metadata")
+                .insert("name".into(), json!(name));
+            let create_ctx = Ctx {
+                api: ctx.api,
+                res: res.clone(),
+                path: ctx.path,
+                query: ctx.query,
+                headers: ctx.headers,
+                body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+            };
+            create::create(&create_ctx).await
         }
+        Updated::Missing => Err(ctx.not_found(name)),
     }
-    Err(ApiError::modified(&res.group, &res.plural, name))
 }

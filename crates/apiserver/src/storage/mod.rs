@@ -32,7 +32,7 @@ use apimachinery::ApiError;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use store::{KeyValue, RangeRequest, Store, StoreError};
+use store::{KeyValue, RangeRequest, Revision, Store, StoreError};
 
 use crate::object::{self, meta_mut};
 use hub::Hub;
@@ -106,6 +106,29 @@ pub enum Created {
 /// read. The caller reads again or reports a conflict.
 #[derive(Debug)]
 pub struct Lost;
+
+/// The stored state an update step works on.
+#[derive(Clone, Copy, Debug)]
+pub struct Current {
+    /// Its revision (the object's resourceVersion).
+    pub revision: Revision,
+    /// The size of its stored form.
+    pub stored_bytes: usize,
+}
+
+/// One step of [`Storage::update`]: the new state and what the caller wants
+/// back with it.
+pub type UpdateStep<'s, T> = futures::future::BoxFuture<'s, Result<(Value, T), ApiError>>;
+
+/// The outcome of [`Storage::update`].
+#[derive(Debug)]
+pub enum Updated<T> {
+    /// Written (or a no-op): the stored result and what the caller's step
+    /// returned with it.
+    Written(Output, T),
+    /// No object at the key.
+    Missing,
+}
 
 /// DeleteOptions, as the verbs and the controllers pass them.
 #[derive(Debug, Default, Clone)]
@@ -293,6 +316,48 @@ impl Storage {
             Err(StoreError::Conflict(_) | StoreError::NotFound) => Ok(Err(Lost)),
             Err(e) => Err(store_err(e)),
         }
+    }
+
+    /// The compare-and-swap loop of an update: reads the object at `key`,
+    /// asks `next` for the state to store (with whatever else the caller
+    /// wants back, warnings for instance), and writes it over what was read.
+    /// A write that lost against a concurrent change is tried again from a
+    /// fresh read when `retry` (no precondition pinned the state the caller
+    /// meant), else it is a 409 Conflict, as it is after
+    /// [`WRITE_RETRIES`] lost rounds. A missing object is
+    /// [`Updated::Missing`], for the caller to create or refuse.
+    ///
+    /// `next` gets what it works on ([`Current`]) and the object in its
+    /// served form; it returns a boxed future so that the verbs' steps (which run
+    /// admission) stay `Send` on any runtime.
+    pub async fn update<'s, T, F>(
+        &self,
+        res: &Resource,
+        key: &str,
+        name: &str,
+        dry_run: bool,
+        retry: bool,
+        mut next: F,
+    ) -> Result<Updated<T>, ApiError>
+    where
+        F: FnMut(Current, Value) -> UpdateStep<'s, T>,
+    {
+        for _ in 0..WRITE_RETRIES {
+            let Some((cur, old)) = self.read(res, key).await? else {
+                return Ok(Updated::Missing);
+            };
+            let current = Current {
+                revision: cur.mod_revision,
+                stored_bytes: cur.value.len(),
+            };
+            let (new, extra) = next(current, old).await?;
+            match self.write_over(res, key, &cur, new, dry_run).await? {
+                Ok(out) => return Ok(Updated::Written(out, extra)),
+                Err(Lost) if retry => continue,
+                Err(Lost) => break,
+            }
+        }
+        Err(ApiError::modified(&res.group, &res.plural, name))
     }
 
     /// Deletes one object by the rules of kube-apiserver: preconditions,

@@ -387,3 +387,60 @@ fn watchers_see_objects_enter_and_leave_their_selection() {
     assert_eq!(classify(&event(Delete, "a", None), &f), Some("DELETED"));
     assert_eq!(classify(&event(Delete, "b", None), &f), None);
 }
+
+#[tokio::test]
+async fn the_update_loop_retries_lost_races_unless_pinned() {
+    let s = storage();
+    let res = builtin("ConfigMap");
+    create(&s, &res, &config_map("a")).await;
+    let key = res.key(Some("ns"), "a");
+    let missing = s
+        .update(&res, &res.key(Some("ns"), "b"), "b", false, true, |_, v| {
+            Box::pin(async move { Ok((v, ())) })
+        })
+        .await
+        .unwrap();
+    assert!(matches!(missing, Updated::Missing));
+
+    // A step that loses its first race (someone writes in between) is
+    // run again on the fresh state when retrying is allowed…
+    let rounds = std::sync::atomic::AtomicUsize::new(0);
+    let race = |retry: bool| {
+        let (s, key, rounds) = (&s, &key, &rounds);
+        move |cur: Current, mut v: Value| -> UpdateStep<'_, Revision> {
+            Box::pin(async move {
+                if rounds.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    s.mutate(key, |o| {
+                        o["data"]["k"] = json!(format!("other {retry}"));
+                        true
+                    })
+                    .await?;
+                }
+                v["data"]["mine"] = json!(retry.to_string());
+                Ok((v, cur.revision))
+            })
+        }
+    };
+    let out = s
+        .update(&res, &key, "a", false, true, race(true))
+        .await
+        .unwrap();
+    let Updated::Written(out, seen) = out else {
+        panic!("written")
+    };
+    let out = object_of(out);
+    assert_eq!(rounds.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(
+        out["data"]["k"], "other true",
+        "the second round saw the other write"
+    );
+    assert_eq!(out["data"]["mine"], "true");
+    assert!(seen > 0);
+    // …and is a 409 when a precondition pinned the state it meant.
+    rounds.store(0, std::sync::atomic::Ordering::SeqCst);
+    let e = s
+        .update(&res, &key, "a", false, false, race(false))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, 409);
+}
