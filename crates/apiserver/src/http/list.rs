@@ -246,3 +246,44 @@ pub fn filter_from_query(res: &Resource, ns: Option<&str>, q: &Query) -> Result<
         fields,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_carry_the_revision_and_the_last_key() {
+        let tok = continue_token(42, "/registry/core/pods/ns/p9");
+        assert_eq!(
+            parse_continue(&tok).unwrap(),
+            (42, "/registry/core/pods/ns/p9".to_string())
+        );
+        assert_eq!(parse_continue("not base64!").unwrap_err().code, 400);
+        let not_json = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("x");
+        assert_eq!(parse_continue(&not_json).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn resource_versions_are_non_negative_numbers() {
+        assert_eq!(parse_rv("0").unwrap(), 0);
+        assert_eq!(parse_rv("17").unwrap(), 17);
+        assert_eq!(parse_rv("-1").unwrap_err().code, 400);
+        assert_eq!(parse_rv("abc").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn selectors_come_from_the_query_and_unknown_fields_are_refused() {
+        let pods = crate::strategy::resources()
+            .into_iter()
+            .find(|r| r.kind == "Pod")
+            .unwrap();
+        let q = Query::parse(Some(
+            "labelSelector=app%3Da&fieldSelector=spec.nodeName%3Dn1",
+        ));
+        let f = filter_from_query(&pods, Some("ns"), &q).unwrap();
+        assert_eq!(f.namespace.as_deref(), Some("ns"));
+        assert!(f.labels.is_some() && f.fields.is_some());
+        let q = Query::parse(Some("fieldSelector=spec.bogus%3Dx"));
+        assert_eq!(filter_from_query(&pods, None, &q).unwrap_err().code, 400);
+    }
+}

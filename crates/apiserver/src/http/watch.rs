@@ -201,3 +201,39 @@ pub async fn watch(ctx: &Ctx<'_>) -> Result<Reply, ApiError> {
     let _ = Arc::clone(&ctx.res);
     Ok(Reply::stream(rx).content_type(content_type))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_one_compact_json_line_each() {
+        let mut out = BytesMut::new();
+        watch_line(&mut out, "ADDED", br#"{"kind":"Pod"}"#);
+        watch_line(&mut out, "DELETED", br#"{"kind":"Pod"}"#);
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let first: Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(first["type"], "ADDED");
+        assert_eq!(first["object"]["kind"], "Pod");
+    }
+
+    #[test]
+    fn a_too_old_resource_version_is_an_in_stream_410() {
+        let line = expired_event("too old resource version: 1 (5)");
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["type"], "ERROR");
+        assert_eq!(v["object"]["kind"], "Status");
+        assert_eq!(v["object"]["code"], 410);
+        assert_eq!(v["object"]["reason"], "Expired");
+    }
+
+    #[test]
+    fn watches_without_a_timeout_last_30_to_60_minutes() {
+        for _ in 0..20 {
+            let t = default_watch_timeout();
+            assert!(t >= Duration::from_secs(1800) && t < Duration::from_secs(3600));
+        }
+    }
+}
