@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use api::{Machine, MachineClass, MachineSet};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Resource;
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use parking_lot::Mutex;
 
 use crate::backoff::RateLimiter;
-use crate::machine::{EvictRecord, Settings};
+use crate::machine::{EvictRecord, Settings, merge_secrets};
 use crate::metrics::Metrics;
 
 /// Settings of the controllers (upstream's flags).
@@ -100,6 +101,38 @@ impl Error {
             source,
         }
     }
+}
+
+/// The secrets of `class` merged (the credentials secret's keys win), read
+/// from the API; a missing secret counts as empty (spec §1). A reference
+/// without a namespace means `default_ns`. The machine controller and the
+/// orphan collector both hand the driver what this returns.
+pub async fn class_secret(
+    control: &kube::Client,
+    default_ns: &str,
+    class: &MachineClass,
+) -> Result<Secret, Error> {
+    let mut found: [Option<Secret>; 2] = [None, None];
+    for (slot, r) in found
+        .iter_mut()
+        .zip([&class.secret_ref, &class.credentials_secret_ref])
+    {
+        let Some(r) = r else {
+            continue;
+        };
+        let ns = r
+            .namespace
+            .clone()
+            .unwrap_or_else(|| default_ns.to_string());
+        let name = r.name.clone().unwrap_or_default();
+        let secrets: Api<Secret> = Api::namespaced(control.clone(), &ns);
+        *slot = secrets
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::api(format!("secret {ns}/{name}"), e))?;
+    }
+    let [secret_ref, credentials] = &found;
+    Ok(merge_secrets(secret_ref.as_ref(), credentials.as_ref()))
 }
 
 /// Writes a controller made that its cache has not shown yet. A controller

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::Scope;
-use crate::controllers::context::Error;
+use crate::controllers::context::{Error, class_secret};
 use crate::machine::{self as decide, DeletionClass, StepFact};
 
 impl Scope<'_> {
@@ -30,27 +30,7 @@ impl Scope<'_> {
     /// The class's secrets merged (the credentials win); a missing secret
     /// counts as empty (spec §1).
     pub(super) async fn secret_of(&self, class: &MachineClass) -> Result<Secret, Error> {
-        let mut found: [Option<Secret>; 2] = [None, None];
-        for (slot, r) in found
-            .iter_mut()
-            .zip([&class.secret_ref, &class.credentials_secret_ref])
-        {
-            let Some(r) = r else {
-                continue;
-            };
-            let ns = r.namespace.clone().unwrap_or_else(|| self.ns.clone());
-            let name = r.name.clone().unwrap_or_default();
-            let secrets: Api<Secret> = Api::namespaced(self.ctx.control.clone(), &ns);
-            *slot = secrets
-                .get_opt(&name)
-                .await
-                .map_err(|e| Error::api(format!("secret {ns}/{name}"), e))?;
-        }
-        let [secret_ref, credentials] = &found;
-        Ok(decide::merge_secrets(
-            secret_ref.as_ref(),
-            credentials.as_ref(),
-        ))
+        class_secret(&self.ctx.control, &self.ns, class).await
     }
 
     /// The class and secret a deletion calls the driver with, or the fact
