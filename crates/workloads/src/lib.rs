@@ -17,9 +17,11 @@
 //! - [`deployment`]: the Deployment decision.
 //! - [`statefulset`]: the StatefulSet decision.
 //! - [`job`]: the Job decision, with the time to live after finishing.
+//! - [`cronjob`]: the CronJob decision.
 //! - [`run`]: the shared caches and the controllers, run until shutdown.
 
 pub mod controllers;
+pub mod cronjob;
 pub mod deployment;
 pub mod expectations;
 pub mod hash;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
@@ -171,7 +171,7 @@ pub async fn run(
     )
     .await?;
     let (jobs, mut job_events) =
-        shared_watch(Api::<Job>::all(client.clone()), 1, |_| {}, shutdown.clone()).await?;
+        shared_watch(Api::<Job>::all(client.clone()), 2, |_| {}, shutdown.clone()).await?;
     let (slices, _slice_events) = shared_watch(
         Api::<EndpointSlice>::all(client.clone()),
         0,
@@ -307,6 +307,25 @@ pub async fn run(
         }
     };
 
-    futures::join!(rs_ctrl, d_ctrl, sts_ctrl, job_ctrl, orphans);
+    let cj_ctrl = Controller::new(
+        Api::<CronJob>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .watches_stream(job_events.remove(0), |j: Job| {
+        let ns = j.metadata.namespace.clone().unwrap_or_default();
+        meta::controller_of(&j.metadata)
+            .filter(|r| r.kind == "CronJob")
+            .map(|r| ObjectRef::<CronJob>::new(&r.name).within(&ns))
+    })
+    .with_config(workers.clone())
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        controllers::cronjob::reconcile,
+        controllers::error_policy,
+        ctx.clone(),
+    )
+    .for_each(|_| futures::future::ready(()));
+
+    futures::join!(rs_ctrl, d_ctrl, sts_ctrl, job_ctrl, orphans, cj_ctrl);
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! whose result the cache has not shown yet is waited for
 //! ([`crate::expectations`]) instead of repeated.
 
+pub mod cronjob;
 pub mod deployment;
 pub mod job;
 pub mod replicaset;
