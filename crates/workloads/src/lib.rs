@@ -18,11 +18,13 @@
 //! - [`statefulset`]: the StatefulSet decision.
 //! - [`job`]: the Job decision, with the time to live after finishing.
 //! - [`cronjob`]: the CronJob decision.
+//! - [`endpointslice`]: a Service's EndpointSlices.
 //! - [`run`]: the shared caches and the controllers, run until shutdown.
 
 pub mod controllers;
 pub mod cronjob;
 pub mod deployment;
+pub mod endpointslice;
 pub mod expectations;
 pub mod hash;
 pub mod job;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -138,7 +138,7 @@ pub async fn run(
     let hook = expect_pods.clone();
     let (pods, mut pod_events) = shared_watch(
         Api::<Pod>::all(client.clone()),
-        4,
+        5,
         move |p: &Pod| {
             if let Some(ctx) = hook.get() {
                 let ns = p.metadata.namespace.as_deref().unwrap_or_default();
@@ -172,9 +172,9 @@ pub async fn run(
     .await?;
     let (jobs, mut job_events) =
         shared_watch(Api::<Job>::all(client.clone()), 2, |_| {}, shutdown.clone()).await?;
-    let (slices, _slice_events) = shared_watch(
+    let (slices, mut slice_events) = shared_watch(
         Api::<EndpointSlice>::all(client.clone()),
-        0,
+        1,
         |_| {},
         shutdown.clone(),
     )
@@ -326,6 +326,56 @@ pub async fn run(
     )
     .for_each(|_| futures::future::ready(()));
 
-    futures::join!(rs_ctrl, d_ctrl, sts_ctrl, job_ctrl, orphans, cj_ctrl);
+    // A pod triggers the Services that select it and those whose slices
+    // list it (it may have stopped matching).
+    let svc_ctrl = Controller::new(
+        Api::<Service>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let svc_store = svc_ctrl.store();
+    let slice_store = ctx.slices.clone();
+    let svc_ctrl = svc_ctrl
+        .watches_stream(pod_events.remove(0), move |p: Pod| {
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            let name = meta::name(&p.metadata).to_string();
+            let mut refs: Vec<ObjectRef<Service>> = svc_store
+                .state()
+                .iter()
+                .filter(|s| s.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .filter(|s| {
+                    controllers::endpointslice::selector(s)
+                        .is_some_and(|sel| sel.matches(p.metadata.labels.as_ref()))
+                })
+                .map(|s| ObjectRef::from_obj(s.as_ref()))
+                .collect();
+            for slice in slice_store.state() {
+                let lists = slice.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && slice.endpoints.iter().any(|e| {
+                        e.target_ref.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str())
+                    });
+                if lists && let Some(svc) = meta::label(&slice.metadata, crate::names::SERVICE_NAME)
+                {
+                    refs.push(ObjectRef::new(svc).within(&ns));
+                }
+            }
+            refs
+        })
+        .watches_stream(slice_events.remove(0), |s: EndpointSlice| {
+            let ns = s.metadata.namespace.clone().unwrap_or_default();
+            meta::label(&s.metadata, crate::names::SERVICE_NAME)
+                .map(|svc| ObjectRef::<Service>::new(svc).within(&ns))
+        })
+        .with_config(workers.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            controllers::endpointslice::reconcile,
+            controllers::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+
+    futures::join!(
+        rs_ctrl, d_ctrl, sts_ctrl, job_ctrl, orphans, cj_ctrl, svc_ctrl
+    );
     Ok(())
 }

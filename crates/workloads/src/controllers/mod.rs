@@ -9,6 +9,7 @@
 
 pub mod cronjob;
 pub mod deployment;
+pub mod endpointslice;
 pub mod job;
 pub mod replicaset;
 pub mod statefulset;
@@ -114,12 +115,12 @@ pub struct Context {
 
 /// The event sources, as kube-controller-manager names them.
 pub const REPORTERS: &[&str] = &[
-    "deployment-controller",
-    "replicaset-controller",
-    "statefulset-controller",
-    "job-controller",
-    "cronjob-controller",
-    "endpointslice-controller",
+    deployment::REPORTER,
+    replicaset::REPORTER,
+    statefulset::REPORTER,
+    job::REPORTER,
+    cronjob::REPORTER,
+    endpointslice::REPORTER,
 ];
 
 impl Context {

@@ -105,13 +105,21 @@ fn concurrency_policies() {
     let running = child("hello-1", "j1", None, "2026-01-05T10:01:00Z");
     let mut forbid = cronjob("*/1 * * * *", json!({"concurrencyPolicy": "Forbid"}));
     active(&mut forbid, &[&running]);
-    let p = run(&forbid, std::slice::from_ref(&running), "2026-01-05T10:02:01Z");
+    let p = run(
+        &forbid,
+        std::slice::from_ref(&running),
+        "2026-01-05T10:02:01Z",
+    );
     assert!(p.create.is_none());
     assert!(p.events.iter().any(|e| e.1 == "JobAlreadyActive"));
 
     let mut replace = cronjob("*/1 * * * *", json!({"concurrencyPolicy": "Replace"}));
     active(&mut replace, &[&running]);
-    let p = run(&replace, std::slice::from_ref(&running), "2026-01-05T10:02:01Z");
+    let p = run(
+        &replace,
+        std::slice::from_ref(&running),
+        "2026-01-05T10:02:01Z",
+    );
     assert_eq!(p.delete, [("hello-1".to_string(), "j1".to_string())]);
     assert!(p.create.is_some());
     assert!(p.status.active.is_none(), "the replaced job left the list");
