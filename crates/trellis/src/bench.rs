@@ -193,11 +193,12 @@ async fn apiserver_bench(
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let store = crate::open_store(dir.path(), in_memory, false)?;
-    let server = apiserver::Server::start(store, apiserver::Config::default()).await?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let srv = server.clone();
-    tokio::spawn(async move { srv.serve(listener, std::future::pending()).await });
+    // Served until the process ends; the bench talks to it over its own
+    // HTTP client, not the cluster's kube-rs one.
+    let cluster = apiserver::cluster::Cluster::builder()
+        .store(store)
+        .start()
+        .await?;
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     let client: HttpClient = Client::builder(TokioExecutor::new())
@@ -205,7 +206,7 @@ async fn apiserver_bench(
         .build(connector);
     let t = Arc::new(Target {
         client,
-        base: format!("http://{addr}"),
+        base: cluster.url().to_string(),
     });
     let backend = if in_memory {
         "memory"
