@@ -61,21 +61,46 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The code of a file without comments and without test code: a test
-/// module (a `tests.rs` file, or whatever follows the first `#[cfg(test)]`)
-/// may use any layer for its fixtures.
+/// The code of a file without comments and without test code: test
+/// modules (a `tests.rs` file, a `#[cfg(test)] mod …;` declaration, a
+/// `#[cfg(test)] mod … { … }` block, or the one item after any other
+/// `#[cfg(test)]`) may use any layer for their fixtures.
 fn code_of(file: &Path, text: &str) -> String {
     if file.file_name().is_some_and(|n| n == "tests.rs") {
         return String::new();
     }
-    let text = text.split("#[cfg(test)]").next().unwrap_or("");
-    text.lines()
+    let lines: Vec<&str> = text
+        .lines()
         .map(|l| match l.find("//") {
             Some(i) => &l[..i],
             None => l,
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(test)]" {
+            out.push(lines[i]);
+            i += 1;
+            continue;
+        }
+        // Skip the item the attribute applies to: up to the end of its
+        // first line if that closes it (`mod x;`), else to the brace that
+        // closes its block.
+        i += 1;
+        let mut depth = 0i32;
+        let mut opened = false;
+        while i < lines.len() {
+            let line = lines[i];
+            i += 1;
+            depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+            opened |= line.contains('{');
+            if (opened && depth <= 0) || (!opened && line.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+    }
+    out.join("\n")
 }
 
 /// The top-level modules a piece of code names through `crate::` (also
