@@ -186,3 +186,73 @@ spec:
     );
     assert!(!out.status.success(), "the invalid object must not exist");
 }
+
+/// A machine object created where no machine controller runs is admitted,
+/// but kubectl prints a warning that says so and what to do; once a
+/// controller's heartbeat Lease is there, the warning is gone.
+#[test]
+fn creating_in_a_namespace_nobody_serves_warns() {
+    if !have("kubectl") {
+        eprintln!("SKIPPED: kubectl is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // `trellis server` alone runs no machine controllers.
+    let _server = start(&data, &[]);
+    let kc = data.join("admin.kubeconfig");
+    let out = kubectl(&kc, &["create", "namespace", "team-a"]);
+    assert!(out.status.success());
+    // The fixtures name namespace default: the same objects in team-a.
+    let in_team_a = |name: &str| {
+        let yaml = std::fs::read_to_string(fixture(name))
+            .unwrap()
+            .replace("namespace: default", "namespace: team-a");
+        let path = dir.path().join(name);
+        std::fs::write(&path, yaml).unwrap();
+        path
+    };
+    let class = in_team_a("machine-class.yaml");
+    let out = kubectl(&kc, &["apply", "-f", class.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Warning: no machine controller serves namespace \"team-a\"")
+            && stderr.contains("trellis controller-manager --namespace team-a"),
+        "no warning in: {stderr}"
+    );
+    // A controller serving team-a renews its heartbeat there.
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let lease = format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: machine-controller-manager-heartbeat\n  namespace: team-a\nspec:\n  holderIdentity: test\n  leaseDurationSeconds: 60\n  renewTime: \"{now}\"\n"
+    );
+    let lease_file = dir.path().join("lease.yaml");
+    std::fs::write(&lease_file, lease).unwrap();
+    let out = kubectl(&kc, &["apply", "-f", lease_file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deployment = fixture("machine-deployment.yaml");
+    let out = kubectl(
+        &kc,
+        &["apply", "-n", "team-a", "-f", deployment.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("Warning"),
+        "a served namespace warned: {stderr}"
+    );
+}
