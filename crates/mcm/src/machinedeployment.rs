@@ -1,30 +1,47 @@
 //! The machine deployment decision: which machine sets to create, scale or
-//! delete, how to change the deployment itself (rollback), and the status to
-//! report — from the deployment and the machine sets it owns.
+//! delete, how to change the deployment itself (rollback), the status to
+//! report and when to look again — from the deployment and the machine
+//! sets it owns.
 //!
-//! The order follows upstream: a deleting deployment deletes its sets; a
-//! rollback request is handled alone; a replica change (a "scaling event") is
-//! applied proportionally and ends the pass; otherwise the strategy
-//! (RollingUpdate or Recreate) takes one step. A paused deployment only
-//! scales and prunes history.
+//! [`plan_pass`] plans a whole reconcile ([`pass`]): the finalizer, the
+//! wait for the cache, the autoscaler's triggered deletions ([`trigger`]),
+//! or the rollout plan of [`plan`], whose status comes from `status`.
+//! The rollout order follows upstream: a deleting deployment deletes its
+//! sets; a rollback request is handled alone; a replica change (a "scaling
+//! event") is applied proportionally and ends the pass; otherwise the
+//! strategy (RollingUpdate or Recreate) takes one step. A paused deployment
+//! only scales and prunes history. The plan also says whether the
+//! deployment has settled and so when to look again ([`Plan::requeue`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use api::labels;
 use api::{
-    ConditionStatus, MachineDeployment, MachineDeploymentCondition,
-    MachineDeploymentConditionType as CondType, MachineDeploymentStatus,
-    MachineDeploymentStrategyType as Strategy, MachineSet, MachineSetConditionType, MachineSetSpec,
-    MachineTemplateSpec,
+    MachineDeployment, MachineDeploymentStatus, MachineDeploymentStrategyType as Strategy,
+    MachineSet, MachineSetSpec, MachineTemplateSpec,
 };
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use serde_json::Value;
 
+pub mod pass;
+mod status;
+pub mod trigger;
+
+pub use pass::*;
+pub use trigger::{TriggeredDeletion, triggered_deletions};
+
 use crate::hash;
+use crate::machineset::{CACHE_WAIT, RESYNC};
 use crate::rollout::{self, IntOrPercent, SetCounts};
-use crate::time::{to_chrono, to_time};
+use crate::time::to_chrono;
+// What the table tests (`tests.rs`) take from here besides the planner.
+#[cfg(test)]
+use {
+    crate::time::to_time,
+    api::{ConditionStatus, MachineDeploymentConditionType as CondType},
+};
 
 /// One change the executor makes.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,7 +81,16 @@ pub struct Plan {
     pub status: MachineDeploymentStatus,
     /// Look again this soon even without changes (progress deadline).
     pub requeue_after: Option<Duration>,
+    /// When to look again, all told: soon after acting (once the cache
+    /// shows the writes), every [`ROLLOUT_RECHECK`] while a rollout is
+    /// unsettled, else at the progress deadline or the resync.
+    pub requeue: Duration,
 }
+
+/// How often an unsettled rollout is looked at without events:
+/// reconciles are level-triggered, so a missed wake-up costs a second,
+/// not the resync period.
+pub const ROLLOUT_RECHECK: Duration = Duration::from_secs(2);
 
 /// Fields of a machine spec that change in place, without a rollout.
 const IN_PLACE_FIELDS: &[&str] = &[
@@ -294,12 +320,13 @@ pub fn plan(md: &MachineDeployment, owned: &[&MachineSet], now: DateTime<Utc>) -
     let replicas = i64::from(md.spec.replicas.max(0));
     let mut steps = Vec::new();
 
-    let status = status(md, new, &old, &sets, now, unavailable);
+    let status = status::status(md, new, &old, &sets, now, unavailable);
     let deadline_requeue = md.spec.progress_deadline_seconds.and_then(|d| {
-        (!md.spec.paused && status_progressing(&status))
+        (!md.spec.paused && status::progressing(&status))
             .then(|| Duration::from_secs(d.max(1) as u64))
     });
     let done = |steps: Vec<Step>| Plan {
+        requeue: requeue(md, &steps, &status, deadline_requeue),
         steps,
         status: status.clone(),
         requeue_after: deadline_requeue,
@@ -493,6 +520,29 @@ pub fn plan(md: &MachineDeployment, owned: &[&MachineSet], now: DateTime<Utc>) -
     done(steps)
 }
 
+/// When a deployment with this plan is looked at again. A plan that acts
+/// waits for the cache to show its writes; a deployment is settled when
+/// all its replicas are updated, present and available, and until then
+/// (unless paused) it is rechecked often; a settled one at its progress
+/// deadline, if that comes before the resync.
+fn requeue(
+    md: &MachineDeployment,
+    steps: &[Step],
+    status: &MachineDeploymentStatus,
+    deadline: Option<Duration>,
+) -> Duration {
+    if steps.iter().any(|s| !matches!(s, Step::Event { .. })) {
+        return CACHE_WAIT;
+    }
+    let settled = status.updated_replicas == md.spec.replicas
+        && status.replicas == md.spec.replicas
+        && status.available_replicas == md.spec.replicas;
+    if !settled && !md.spec.paused {
+        return ROLLOUT_RECHECK;
+    }
+    deadline.unwrap_or(RESYNC).min(RESYNC)
+}
+
 /// Keeps the new set's revision and in-place template parts current; copies
 /// the revision to the deployment.
 fn sync_new_set(md: &MachineDeployment, new: &MachineSet, next_revision: i64) -> Vec<Step> {
@@ -564,296 +614,5 @@ fn cleanup(md: &MachineDeployment, new: Option<&MachineSet>, old: &[&MachineSet]
         .collect()
 }
 
-fn status_progressing(s: &MachineDeploymentStatus) -> bool {
-    s.conditions.iter().any(|c| {
-        c.type_ == CondType::Progressing
-            && c.status == ConditionStatus::True
-            && c.reason != "NewMachineSetAvailable"
-    })
-}
-
-fn condition(
-    old: &[MachineDeploymentCondition],
-    ty: CondType,
-    status: ConditionStatus,
-    reason: &str,
-    message: String,
-    now: DateTime<Utc>,
-    progressed: bool,
-) -> MachineDeploymentCondition {
-    let prev = old.iter().find(|c| c.type_ == ty);
-    let transition = prev
-        .filter(|c| c.status == status)
-        .and_then(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| to_time(now));
-    let update = if progressed || prev.is_none_or(|c| c.reason != reason) {
-        to_time(now)
-    } else {
-        prev.and_then(|c| c.last_update_time.clone())
-            .unwrap_or_else(|| to_time(now))
-    };
-    MachineDeploymentCondition {
-        type_: ty,
-        status,
-        last_update_time: Some(update),
-        last_transition_time: Some(transition),
-        reason: reason.to_string(),
-        message,
-    }
-}
-
-fn status(
-    md: &MachineDeployment,
-    new: Option<&MachineSet>,
-    old: &[&MachineSet],
-    all: &[&MachineSet],
-    now: DateTime<Utc>,
-    max_unavailable: i64,
-) -> MachineDeploymentStatus {
-    let st = |s: &MachineSet| s.status.clone().unwrap_or_default();
-    let sum = |f: fn(&api::MachineSetStatus) -> i32| all.iter().map(|s| f(&st(s))).sum::<i32>();
-    let replicas = sum(|s| s.replicas);
-    let available = sum(|s| s.available_replicas);
-    let ready = sum(|s| s.ready_replicas);
-    let updated = new.map(|n| st(n).replicas).unwrap_or(0);
-    let spec_sum: i32 = all.iter().map(|s| s.spec.replicas).sum();
-    let prev = md.status.clone().unwrap_or_default();
-    let old_conditions = prev.conditions.clone();
-    let mut conditions = Vec::new();
-    let min_available = (i64::from(md.spec.replicas) - max_unavailable).max(0);
-    conditions.push(if i64::from(available) >= min_available {
-        condition(
-            &old_conditions,
-            CondType::Available,
-            ConditionStatus::True,
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.".into(),
-            now,
-            false,
-        )
-    } else {
-        condition(
-            &old_conditions,
-            CondType::Available,
-            ConditionStatus::False,
-            "MinimumReplicasUnavailable",
-            "Deployment does not have minimum availability.".into(),
-            now,
-            false,
-        )
-    });
-    let old_replicas: i32 = old.iter().map(|s| st(s).replicas).sum();
-    let complete = updated == md.spec.replicas
-        && available >= md.spec.replicas
-        && old_replicas == 0
-        && new.is_some_and(|n| n.spec.replicas == md.spec.replicas);
-    let prev_prog = old_conditions
-        .iter()
-        .find(|c| c.type_ == CondType::Progressing);
-    let progressed = updated > prev.updated_replicas
-        || available > prev.available_replicas
-        || ready > prev.ready_replicas
-        || replicas - updated < prev.replicas - prev.updated_replicas;
-    let progressing = if md.spec.paused {
-        if prev_prog.is_some_and(|c| c.reason == "ProgressDeadlineExceeded") {
-            prev_prog.cloned()
-        } else {
-            Some(condition(
-                &old_conditions,
-                CondType::Progressing,
-                ConditionStatus::Unknown,
-                "DeploymentPaused",
-                "Deployment is paused".into(),
-                now,
-                false,
-            ))
-        }
-    } else if complete {
-        Some(condition(
-            &old_conditions,
-            CondType::Progressing,
-            ConditionStatus::True,
-            "NewMachineSetAvailable",
-            format!(
-                "MachineSet {:?} has successfully progressed.",
-                new.map(name).unwrap_or_default()
-            ),
-            now,
-            false,
-        ))
-    } else if progressed
-        || prev_prog
-            .is_none_or(|c| c.reason == "DeploymentPaused" || c.reason == "NewMachineSetAvailable")
-    {
-        let reason = if prev_prog.is_some_and(|c| c.reason == "DeploymentPaused") {
-            "DeploymentResumed"
-        } else {
-            "MachineSetUpdated"
-        };
-        Some(condition(
-            &old_conditions,
-            CondType::Progressing,
-            ConditionStatus::True,
-            reason,
-            format!(
-                "MachineSet {:?} is progressing.",
-                new.map(name).unwrap_or_default()
-            ),
-            now,
-            true,
-        ))
-    } else {
-        let last = prev_prog
-            .and_then(|c| c.last_update_time.as_ref())
-            .map(to_chrono);
-        let exceeded = match (md.spec.progress_deadline_seconds, last) {
-            (Some(d), Some(l)) => (now - l).num_seconds() > i64::from(d),
-            _ => false,
-        };
-        if exceeded || prev_prog.is_some_and(|c| c.reason == "ProgressDeadlineExceeded") {
-            Some(condition(
-                &old_conditions,
-                CondType::Progressing,
-                ConditionStatus::False,
-                "ProgressDeadlineExceeded",
-                format!(
-                    "MachineSet {:?} has timed out progressing.",
-                    new.map(name).unwrap_or_default()
-                ),
-                now,
-                false,
-            ))
-        } else {
-            prev_prog.cloned()
-        }
-    };
-    conditions.extend(progressing);
-    // ReplicaFailure mirrors the new set's (else any set's).
-    let failure = new.into_iter().chain(all.iter().copied()).find_map(|s| {
-        st(s)
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == MachineSetConditionType::ReplicaFailure)
-    });
-    if let Some(f) = failure {
-        conditions.push(condition(
-            &old_conditions,
-            CondType::ReplicaFailure,
-            ConditionStatus::True,
-            &f.reason,
-            f.message,
-            now,
-            false,
-        ));
-    }
-    // A Frozen condition is the safety controller's; keep it.
-    conditions.extend(
-        old_conditions
-            .iter()
-            .filter(|c| c.type_ == CondType::Frozen)
-            .cloned(),
-    );
-    MachineDeploymentStatus {
-        observed_generation: md.metadata.generation.unwrap_or(0),
-        replicas,
-        updated_replicas: updated,
-        ready_replicas: ready,
-        available_replicas: available,
-        unavailable_replicas: (spec_sum - available).max(0),
-        conditions,
-        collision_count: prev.collision_count,
-        failed_machines: all
-            .iter()
-            .flat_map(|s| st(s).failed_machines.unwrap_or_default())
-            .collect(),
-        ..prev
-    }
-}
-
 #[cfg(test)]
 mod tests;
-
-/// One cluster-autoscaler deletion request from the deployment's
-/// `node.machine.sapcloud.io/trigger-deletion-by-mcm` annotation
-/// (`m1~T1,m2~T2`; the time may be missing).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TriggeredDeletion {
-    pub machine: String,
-    /// When the autoscaler asked (RFC 3339).
-    pub marked_at: String,
-}
-
-/// What to do with the trigger-deletion annotation: which machines to mark
-/// (priority 1 and the marked-for-deletion time, so the machine set deletes
-/// exactly them when the autoscaler lowers the replicas) and the annotation
-/// value left afterwards (`None` removes it). Every entry is consumed:
-/// applied when its machine exists and is not already Failed or
-/// Terminating, dropped otherwise (gone, malformed or already on its way).
-pub fn triggered_deletions(
-    annotation: &str,
-    default_time: &str,
-    machine_phase: impl Fn(&str) -> Option<Option<api::MachinePhase>>,
-) -> (Vec<TriggeredDeletion>, Option<String>) {
-    let mut marks = Vec::new();
-    for entry in annotation
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-    {
-        let (name, time) = match entry.split_once('~') {
-            Some((n, t)) => (n.trim(), t.trim()),
-            None => (entry, default_time),
-        };
-        if name.is_empty() || chrono::DateTime::parse_from_rfc3339(time).is_err() {
-            continue;
-        }
-        match machine_phase(name) {
-            Some(Some(api::MachinePhase::Failed | api::MachinePhase::Terminating)) | None => {}
-            Some(_) => marks.push(TriggeredDeletion {
-                machine: name.to_string(),
-                marked_at: time.to_string(),
-            }),
-        }
-    }
-    (marks, None)
-}
-
-#[cfg(test)]
-mod trigger_tests {
-    use super::*;
-    use api::MachinePhase;
-
-    #[test]
-    fn trigger_deletion_entries() {
-        let phase = |n: &str| match n {
-            "m1" => Some(Some(MachinePhase::Running)),
-            "m2" => Some(Some(MachinePhase::Failed)),
-            "m3" => Some(Some(MachinePhase::Pending)),
-            "m4" => Some(None),
-            _ => None,
-        };
-        let now = "2026-11-21T10:00:00Z";
-        let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
-            ("m1", vec![("m1", now)]),
-            (
-                "m1~2026-11-21T09:00:00Z",
-                vec![("m1", "2026-11-21T09:00:00Z")],
-            ),
-            ("m1,m2,gone,m3~bad,m4", vec![("m1", now), ("m4", now)]),
-            (
-                " m3 ~ 2026-11-21T08:00:00Z , ",
-                vec![("m3", "2026-11-21T08:00:00Z")],
-            ),
-            ("", vec![]),
-        ];
-        for (ann, want) in cases {
-            let (marks, left) = triggered_deletions(ann, now, phase);
-            let got: Vec<(&str, &str)> = marks
-                .iter()
-                .map(|m| (m.machine.as_str(), m.marked_at.as_str()))
-                .collect();
-            assert_eq!(got, want, "{ann:?}");
-            assert_eq!(left, None, "every entry is consumed");
-        }
-    }
-}

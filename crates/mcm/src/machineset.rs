@@ -12,10 +12,18 @@ use api::{
     ConditionStatus, LastOperation, Machine, MachinePhase, MachineSet, MachineSetCondition,
     MachineSetConditionType, MachineSetStatus, MachineState, MachineSummary,
 };
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 
 use crate::deletion::{self, Candidate, Preserved};
 use crate::time::{to_chrono, to_time};
+
+/// Steady-state resync of machine sets and deployments.
+pub const RESYNC: Duration = Duration::from_secs(600);
+/// How soon to look again while the cache catches up with a controller's
+/// own writes.
+pub const CACHE_WAIT: Duration = Duration::from_millis(500);
 
 /// At most this many machines are created or deleted in one pass.
 pub const MAX_BURST: usize = 100;

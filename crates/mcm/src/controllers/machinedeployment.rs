@@ -1,252 +1,305 @@
-//! The machine deployment controller: executes the deployment plan — creates,
-//! scales and deletes machine sets, rolls back, and reports status.
+//! The machine deployment controller: the executor of
+//! [`crate::machinedeployment::plan_pass`]. It observes the deployment's
+//! sets, whether the cache shows its own last writes, and the phases of
+//! the machines the autoscaler names; the planner decides everything else
+//! (the steps, the status, when to look again), and each step has one
+//! executor here that carries it out through the API.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use api::{MachineDeployment, MachineSet, labels};
+use api::{Machine, MachineDeployment, MachinePhase, MachineSet, MachineTemplateSpec, labels};
 use chrono::Utc;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::{Map, Value, json};
 
 use super::context::{Context, Error};
-use super::machineset::{CACHE_WAIT, RESYNC, publish_event, set_finalizer};
-use crate::machinedeployment::{self, Step};
-
-/// How often an unfinished rollout is looked at without events.
-const ROLLOUT_RECHECK: Duration = Duration::from_secs(2);
-
-fn has_finalizer(md: &MachineDeployment) -> bool {
-    md.metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == labels::MCM_FINALIZER)
-}
+use super::machineset::{publish_event, set_finalizer};
+use crate::machinedeployment::{self, Observed, PassStep, Requeue, Step, TriggeredDeletion};
 
 pub async fn reconcile(md: Arc<MachineDeployment>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = md.metadata.namespace.clone().unwrap_or_default();
-    let name = md.metadata.name.clone().unwrap_or_default();
     let uid = md.metadata.uid.clone().unwrap_or_default();
-    let mds: Api<MachineDeployment> = Api::namespaced(ctx.control.clone(), &ns);
-    let sets: Api<MachineSet> = Api::namespaced(ctx.control.clone(), &ns);
     let owned = ctx.sets_of(&uid);
-    if md.metadata.deletion_timestamp.is_some() && owned.is_empty() {
-        if has_finalizer(&md) {
-            set_finalizer(&mds, &md.metadata, false).await?;
-        }
-        ctx.expectations.forget(&uid);
-        return Ok(Action::await_change());
-    }
-    if md.metadata.deletion_timestamp.is_none() && !has_finalizer(&md) {
-        set_finalizer(&mds, &md.metadata, true).await?;
-        return Ok(Action::await_change());
-    }
-    // Act only on a cache that shows our own last writes.
-    let cached = |n: &str| {
-        owned
-            .iter()
-            .find(|s| s.metadata.name.as_deref() == Some(n))
-            .map(|s| s.metadata.deletion_timestamp.is_none())
-    };
-    if !ctx.expectations.satisfied(&uid, cached) {
-        return Ok(Action::requeue(CACHE_WAIT));
-    }
-    // The cluster autoscaler's targeted deletions: mark the named machines
-    // (priority 1 + marked time) so the machine set removes exactly them when
-    // the replicas drop, then consume the annotation.
-    if let Some(ann) = md
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(labels::TRIGGER_DELETION_BY_MCM))
-        .cloned()
-    {
-        let machines: Api<api::Machine> = Api::namespaced(ctx.control.clone(), &ns);
-        let cached = ctx.machines.state();
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let (marks, left) = machinedeployment::triggered_deletions(&ann, &now, |n| {
-            cached
+    let sets: Vec<&MachineSet> = owned.iter().map(|s| s.as_ref()).collect();
+    let pass = {
+        // Act only on a cache that shows our own last writes.
+        let cached = |n: &str| {
+            owned
                 .iter()
-                .find(|m| {
-                    m.metadata.name.as_deref() == Some(n)
-                        && m.metadata.namespace.as_deref() == Some(ns.as_str())
-                })
-                .map(|m| {
-                    if m.metadata.deletion_timestamp.is_some() {
-                        Some(api::MachinePhase::Terminating)
-                    } else {
-                        m.phase()
-                    }
-                })
-        });
-        for mark in &marks {
-            let patch = json!({"metadata": {"annotations": {
-                labels::MACHINE_PRIORITY: "1",
-                labels::MARKED_FOR_DELETION_TIME: mark.marked_at,
-            }}});
-            match machines
-                .patch(
-                    &mark.machine,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(Error::api(format!("machine {}", mark.machine), e)),
-            }
-        }
-        let patch = json!({"metadata": {"annotations": {labels::TRIGGER_DELETION_BY_MCM: left}}});
-        mds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|e| Error::api(format!("machine deployment {name}"), e))?;
-        return Ok(Action::requeue(CACHE_WAIT));
-    }
-    let refs: Vec<&MachineSet> = owned.iter().map(|s| s.as_ref()).collect();
-    let plan = machinedeployment::plan(&md, &refs, Utc::now());
-    tracing::debug!(deployment = %name, sets = refs.len(), steps = ?plan.steps, "machine deployment plan");
-    let mut status = plan.status.clone();
-    let mut created = Vec::new();
-    let mut acted = false;
-    for step in &plan.steps {
-        match step {
-            Step::CreateSet { set } => {
-                acted = true;
-                let set_name = set.metadata.name.clone().unwrap_or_default();
-                match sets.create(&PostParams::default(), set).await {
-                    Ok(_) => {
-                        let note =
-                            format!("Scaled up machine set {set_name} to {}", set.spec.replicas);
-                        publish_event(&ctx, md.as_ref(), false, "ScalingMachineSet", note);
-                        created.push(set_name)
-                    }
-                    Err(kube::Error::Api(e)) if e.code == 409 => {
-                        // A set of that name exists but is not ours for this
-                        // template: a hash collision. Count it; the next pass
-                        // hashes with the new count.
-                        status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
-                        tracing::info!(deployment = %name, set = %set_name, "machine set name collision");
-                    }
-                    Err(e) => {
-                        return Err(Error::api(format!("creating machine set {set_name}"), e));
-                    }
+                .find(|s| s.metadata.name.as_deref() == Some(n))
+                .map(|s| s.metadata.deletion_timestamp.is_none())
+        };
+        let machine_phase = |n: &str| {
+            ctx.machines.get(&ObjectRef::new(n).within(&ns)).map(|m| {
+                match m.metadata.deletion_timestamp {
+                    Some(_) => Some(MachinePhase::Terminating),
+                    None => m.phase(),
                 }
+            })
+        };
+        let seen = Observed {
+            sets: &sets,
+            cache_current: ctx.expectations.satisfied(&uid, cached),
+            machine_phase: &machine_phase,
+        };
+        machinedeployment::plan_pass(&md, &seen, Utc::now())
+    };
+    tracing::debug!(deployment = %md.metadata.name.as_deref().unwrap_or_default(),
+        sets = sets.len(), steps = ?pass.steps, "machine deployment plan");
+    let mut exec = Executor {
+        ctx: &ctx,
+        md: &md,
+        sets: &sets,
+        name: md.metadata.name.clone().unwrap_or_default(),
+        mds: Api::namespaced(ctx.control.clone(), &ns),
+        set_api: Api::namespaced(ctx.control.clone(), &ns),
+        machines: Api::namespaced(ctx.control.clone(), &ns),
+        status: pass.status.clone(),
+        created: Vec::new(),
+    };
+    for step in &pass.steps {
+        exec.run(step).await?;
+    }
+    exec.finish().await?;
+    Ok(match pass.requeue {
+        Requeue::AwaitChange => Action::await_change(),
+        Requeue::After(d) => Action::requeue(d),
+    })
+}
+
+/// Carries out one deployment's pass.
+struct Executor<'a> {
+    ctx: &'a Context,
+    md: &'a MachineDeployment,
+    /// The sets the pass was planned from.
+    sets: &'a [&'a MachineSet],
+    name: String,
+    mds: Api<MachineDeployment>,
+    set_api: Api<MachineSet>,
+    machines: Api<Machine>,
+    /// The status the plan wants written, with what the steps found out
+    /// (a name collision); `None` when the pass writes none.
+    status: Option<api::MachineDeploymentStatus>,
+    /// Sets this pass created, for the expectations.
+    created: Vec<String>,
+}
+
+impl Executor<'_> {
+    async fn run(&mut self, step: &PassStep) -> Result<(), Error> {
+        match step {
+            PassStep::AddFinalizer => set_finalizer(&self.mds, &self.md.metadata, true).await,
+            PassStep::RemoveFinalizer => set_finalizer(&self.mds, &self.md.metadata, false).await,
+            PassStep::ForgetExpectations => {
+                self.ctx.expectations.forget(&self.uid());
+                Ok(())
             }
-            Step::UpdateSet {
-                name: set_name,
+            PassStep::MarkForDeletion(mark) => self.mark_for_deletion(mark).await,
+            PassStep::ConsumeTriggers { left } => self.consume_triggers(left.as_deref()).await,
+            PassStep::Rollout(Step::CreateSet { set }) => self.create_set(set).await,
+            PassStep::Rollout(Step::UpdateSet {
+                name,
                 replicas,
                 annotations,
                 template,
-            } => {
-                acted = true;
-                let ann: Map<String, Value> = annotations
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.clone(),
-                            v.clone().map(Value::String).unwrap_or(Value::Null),
-                        )
-                    })
-                    .collect();
-                let mut patch =
-                    json!({"metadata": {"annotations": ann}, "spec": {"replicas": replicas}});
-                if let Some(t) = template {
-                    patch["spec"]["template"] =
-                        serde_json::to_value(t).map_err(|_| Error::Encode(set_name.clone()))?;
-                }
-                sets.patch(set_name, &PatchParams::default(), &Patch::Merge(&patch))
+            }) => {
+                self.update_set(name, *replicas, annotations, template.as_deref())
                     .await
-                    .map_err(|e| Error::api(format!("machine set {set_name}"), e))?;
-                let before = refs
-                    .iter()
-                    .find(|s| s.metadata.name.as_ref() == Some(set_name))
-                    .map(|s| s.spec.replicas);
-                if let Some(before) = before.filter(|b| b != replicas) {
-                    let dir = if *replicas > before { "up" } else { "down" };
-                    let note =
-                        format!("Scaled {dir} machine set {set_name} to {replicas} from {before}");
-                    publish_event(&ctx, md.as_ref(), false, "ScalingMachineSet", note);
-                }
             }
-            Step::DeleteSet { name: set_name } => {
-                acted = true;
-                match sets.delete(set_name, &DeleteParams::background()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => {
-                        return Err(Error::api(format!("deleting machine set {set_name}"), e));
-                    }
-                }
-            }
-            Step::UpdateDeployment {
+            PassStep::Rollout(Step::DeleteSet { name }) => self.delete_set(name).await,
+            PassStep::Rollout(Step::UpdateDeployment {
                 template,
                 revision,
                 clear_rollback,
-            } => {
-                acted = true;
-                let mut patch = json!({});
-                if let Some(t) = template {
-                    patch["spec"]["template"] =
-                        serde_json::to_value(t).map_err(|_| Error::Encode(name.clone()))?;
-                }
-                if *clear_rollback {
-                    patch["spec"]["rollbackTo"] = Value::Null;
-                }
-                if let Some(r) = revision {
-                    patch["metadata"] = json!({"annotations": {labels::REVISION: r}});
-                }
-                mds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            }) => {
+                self.update_deployment(template.as_deref(), revision.as_deref(), *clear_rollback)
                     .await
-                    .map_err(|e| Error::api(format!("machine deployment {name}"), e))?;
             }
-            Step::Event {
+            PassStep::Rollout(Step::Event {
                 reason,
                 message,
                 warning,
-            } => {
-                if *warning {
-                    tracing::warn!(deployment = %name, reason, message, "machine deployment event");
-                } else {
-                    tracing::info!(deployment = %name, reason, message, "machine deployment event");
-                }
-                publish_event(&ctx, md.as_ref(), *warning, reason, message.clone());
+            }) => {
+                self.event(reason, message, *warning);
+                Ok(())
             }
         }
     }
-    ctx.expectations.expect(&uid, created, Vec::new());
-    if md.status.as_ref() != Some(&status) {
-        let mut updated = (*md).clone();
-        updated.status = Some(status);
-        if let Err(e) = mds
-            .replace_status(&name, &PostParams::default(), &updated)
+
+    fn uid(&self) -> String {
+        self.md.metadata.uid.clone().unwrap_or_default()
+    }
+
+    /// Marks a machine the autoscaler picked (priority 1 and the marked
+    /// time); one that is gone needs nothing.
+    async fn mark_for_deletion(&self, mark: &TriggeredDeletion) -> Result<(), Error> {
+        let patch = json!({"metadata": {"annotations": {
+            labels::MACHINE_PRIORITY: "1",
+            labels::MARKED_FOR_DELETION_TIME: mark.marked_at,
+        }}});
+        match self
+            .machines
+            .patch(
+                &mark.machine,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
-            && !matches!(&e, kube::Error::Api(s) if s.code == 409)
         {
-            return Err(Error::api(
-                format!("status of machine deployment {name}"),
-                e,
-            ));
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(Error::api(format!("machine {}", mark.machine), e)),
         }
     }
-    if acted {
-        return Ok(Action::requeue(CACHE_WAIT));
+
+    /// Leaves the trigger-deletion annotation with what is `left` of it.
+    async fn consume_triggers(&self, left: Option<&str>) -> Result<(), Error> {
+        let patch = json!({"metadata": {"annotations": {labels::TRIGGER_DELETION_BY_MCM: left}}});
+        self.mds
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::api(format!("machine deployment {}", self.name), e))?;
+        Ok(())
     }
-    // While a rollout is under way, look again soon even without events:
-    // reconciles are level-triggered, so a missed wake-up costs a second,
-    // not the resync period.
-    let st = &plan.status;
-    let settled = st.updated_replicas == md.spec.replicas
-        && st.replicas == md.spec.replicas
-        && st.available_replicas == md.spec.replicas;
-    if !settled && !md.spec.paused {
-        return Ok(Action::requeue(ROLLOUT_RECHECK));
+
+    /// Creates the new set. A set of that name that exists is not ours for
+    /// this template (a hash collision): it is counted in the status, and
+    /// the next pass hashes with the new count.
+    async fn create_set(&mut self, set: &MachineSet) -> Result<(), Error> {
+        let set_name = set.metadata.name.clone().unwrap_or_default();
+        match self.set_api.create(&PostParams::default(), set).await {
+            Ok(_) => {
+                let note = format!("Scaled up machine set {set_name} to {}", set.spec.replicas);
+                publish_event(self.ctx, self.md, false, "ScalingMachineSet", note);
+                self.created.push(set_name);
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                if let Some(status) = self.status.as_mut() {
+                    status.collision_count = Some(status.collision_count.unwrap_or(0) + 1);
+                }
+                tracing::info!(deployment = %self.name, set = %set_name, "machine set name collision");
+                Ok(())
+            }
+            Err(e) => Err(Error::api(format!("creating machine set {set_name}"), e)),
+        }
     }
-    Ok(Action::requeue(
-        plan.requeue_after.unwrap_or(RESYNC).min(RESYNC),
-    ))
+
+    /// Scales a set, sets or removes its annotations, and takes on the
+    /// in-place parts of its template.
+    async fn update_set(
+        &self,
+        set_name: &str,
+        replicas: i32,
+        annotations: &std::collections::BTreeMap<String, Option<String>>,
+        template: Option<&MachineTemplateSpec>,
+    ) -> Result<(), Error> {
+        let ann: Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.clone().map(Value::String).unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        let mut patch = json!({"metadata": {"annotations": ann}, "spec": {"replicas": replicas}});
+        if let Some(t) = template {
+            patch["spec"]["template"] =
+                serde_json::to_value(t).map_err(|_| Error::Encode(set_name.to_string()))?;
+        }
+        self.set_api
+            .patch(set_name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::api(format!("machine set {set_name}"), e))?;
+        let before = self
+            .sets
+            .iter()
+            .find(|s| s.metadata.name.as_deref() == Some(set_name))
+            .map(|s| s.spec.replicas);
+        if let Some(before) = before.filter(|b| *b != replicas) {
+            let dir = if replicas > before { "up" } else { "down" };
+            let note = format!("Scaled {dir} machine set {set_name} to {replicas} from {before}");
+            publish_event(self.ctx, self.md, false, "ScalingMachineSet", note);
+        }
+        Ok(())
+    }
+
+    async fn delete_set(&self, set_name: &str) -> Result<(), Error> {
+        match self
+            .set_api
+            .delete(set_name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(Error::api(format!("deleting machine set {set_name}"), e)),
+        }
+    }
+
+    /// Restores a template (rollback), sets the revision annotation, clears
+    /// `rollbackTo`.
+    async fn update_deployment(
+        &self,
+        template: Option<&MachineTemplateSpec>,
+        revision: Option<&str>,
+        clear_rollback: bool,
+    ) -> Result<(), Error> {
+        let mut patch = json!({});
+        if let Some(t) = template {
+            patch["spec"]["template"] =
+                serde_json::to_value(t).map_err(|_| Error::Encode(self.name.clone()))?;
+        }
+        if clear_rollback {
+            patch["spec"]["rollbackTo"] = Value::Null;
+        }
+        if let Some(r) = revision {
+            patch["metadata"] = json!({"annotations": {labels::REVISION: r}});
+        }
+        self.mds
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| Error::api(format!("machine deployment {}", self.name), e))?;
+        Ok(())
+    }
+
+    fn event(&self, reason: &str, message: &str, warning: bool) {
+        if warning {
+            tracing::warn!(deployment = %self.name, reason, message, "machine deployment event");
+        } else {
+            tracing::info!(deployment = %self.name, reason, message, "machine deployment event");
+        }
+        publish_event(self.ctx, self.md, warning, reason, message.to_string());
+    }
+
+    /// After the steps: the sets created are expected in the cache, and the
+    /// status is written if it changed. A conflict means newer facts are
+    /// on the way; the next pass writes the status from them.
+    async fn finish(self) -> Result<(), Error> {
+        let uid = self.uid();
+        let Some(status) = self.status else {
+            return Ok(());
+        };
+        self.ctx.expectations.expect(&uid, self.created, Vec::new());
+        if self.md.status.as_ref() == Some(&status) {
+            return Ok(());
+        }
+        let mut updated = self.md.clone();
+        updated.status = Some(status);
+        match self
+            .mds
+            .replace_status(&self.name, &PostParams::default(), &updated)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => Err(Error::api(
+                format!("status of machine deployment {}", self.name),
+                e,
+            )),
+        }
+    }
 }
 
 /// The controller's name in metrics and its backoff.

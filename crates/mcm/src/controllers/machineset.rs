@@ -17,10 +17,7 @@ use serde_json::json;
 use super::context::{Context, Error};
 use crate::machineset::{self, last_operation, set_replica_failure};
 
-/// Steady-state resync.
-pub const RESYNC: Duration = Duration::from_secs(600);
-/// How soon to look again while the cache catches up with our writes.
-pub const CACHE_WAIT: Duration = Duration::from_millis(500);
+pub use crate::machineset::{CACHE_WAIT, RESYNC};
 
 /// How long publishing one event may take.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
