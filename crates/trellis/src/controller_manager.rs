@@ -183,6 +183,12 @@ pub struct Args {
     /// cluster.
     #[arg(long)]
     pub cluster_api: bool,
+    /// Also run the workload controllers (Deployments, ReplicaSets,
+    /// StatefulSets, Jobs, CronJobs, EndpointSlices) against the control
+    /// cluster. Off by default: on a real cluster kube-controller-manager
+    /// runs them, and two would fight over the same objects.
+    #[arg(long)]
+    pub workload_controllers: bool,
     #[command(flatten)]
     pub controllers: ControllerFlags,
 }
@@ -437,9 +443,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         endpoint: capi_kubeconfig(&args)
             .and_then(|p| crate::capi_controllers::endpoint_of_kubeconfig(&p)),
     });
-    let mut controllers = tokio::spawn(run_controllers(
-        control, target, config, profiles, cluster, capi, shutdown,
-    ));
+    let workloads = args.workload_controllers.then(|| {
+        workloads::run(
+            control.clone(),
+            workloads::Config::default(),
+            shutdown.clone(),
+        )
+    });
+    let machines = run_controllers(control, target, config, profiles, cluster, capi, shutdown);
+    let mut controllers = tokio::spawn(async move {
+        match workloads {
+            Some(w) => tokio::try_join!(machines, w).map(|_| ()),
+            None => machines.await,
+        }
+    });
     let lost = async {
         match &elector {
             Some(e) => e.hold().await,
