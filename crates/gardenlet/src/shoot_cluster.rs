@@ -462,7 +462,7 @@ async fn run_controllers(
             )
             .await;
             provider.simulator().shutdown();
-            result
+            result.map_err(Box::<dyn std::error::Error + Send + Sync>::from)
         };
         // mcm winds down on `shutdown` by itself; racing it here would cut
         // its graceful stop short.

@@ -10,12 +10,31 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use crate::controllers::{self, Config, Context, MachineDeps};
+
+/// Why the controllers could not start: a cache that never filled, named
+/// after the watch that failed. The watch gave up before its first list
+/// (its writer was dropped), which only happens when the task running it
+/// stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("watching machines failed before the first list")]
+    WatchMachinesFailed(#[source] WriterDropped),
+    #[error("watching machine sets failed before the first list")]
+    WatchMachineSetsFailed(#[source] WriterDropped),
+    #[error("watching machine classes failed before the first list")]
+    WatchMachineClassesFailed(#[source] WriterDropped),
+    #[error("watching secrets failed before the first list")]
+    WatchSecretsFailed(#[source] WriterDropped),
+    #[error("watching the target cluster's nodes failed before the first list")]
+    WatchNodesFailed(#[source] WriterDropped),
+}
 
 /// One watch of a kind that fills a cache and hands every changed or
 /// deleted object to `triggers` controllers, each only after the cache
@@ -34,10 +53,13 @@ use crate::controllers::{self, Config, Context, MachineDeps};
 async fn shared_watch<K>(
     api: Api<K>,
     triggers: usize,
-) -> anyhow::Result<(
-    Store<K>,
-    Vec<impl Stream<Item = Result<K, watcher::Error>> + Send + 'static>,
-)>
+) -> Result<
+    (
+        Store<K>,
+        Vec<impl Stream<Item = Result<K, watcher::Error>> + Send + 'static>,
+    ),
+    WriterDropped,
+>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
@@ -176,7 +198,7 @@ pub async fn run(
     config: Config,
     driver: Option<Arc<dyn driver::Driver>>,
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let target: Option<kube::Client> = target.into();
     let ns = config.namespace.clone();
     // The namespace is served from now on: the heartbeat starts before the
@@ -202,8 +224,12 @@ pub async fn run(
     // Machine events trigger the machine set controller, the safety
     // controller and, with a driver, the machine and class controllers.
     let machine_triggers = if driver.is_some() { 4 } else { 2 };
-    let (machine_store, mut machine_events) = shared_watch(machines, machine_triggers).await?;
-    let (set_store, mut set_events) = shared_watch(sets.clone(), 1).await?;
+    let (machine_store, mut machine_events) = shared_watch(machines, machine_triggers)
+        .await
+        .map_err(Error::WatchMachinesFailed)?;
+    let (set_store, mut set_events) = shared_watch(sets.clone(), 1)
+        .await
+        .map_err(Error::WatchMachineSetsFailed)?;
     metrics.observe_machines(machine_store.clone());
     let ms_machine_events = machine_events.remove(0);
     let safety_machine_events = machine_events.remove(0);
@@ -215,9 +241,13 @@ pub async fn run(
     // machines of the class and the secrets the class may release.
     let (class_store, mut class_events, secrets) = if driver.is_some() {
         let classes: Api<MachineClass> = Api::namespaced(control.clone(), &ns);
-        let (store, events) = shared_watch(classes, 3).await?;
+        let (store, events) = shared_watch(classes, 3)
+            .await
+            .map_err(Error::WatchMachineClassesFailed)?;
         let secrets: Api<Secret> = Api::namespaced(control.clone(), &ns);
-        let (secret_store, mut secret_events) = shared_watch(secrets, 1).await?;
+        let (secret_store, mut secret_events) = shared_watch(secrets, 1)
+            .await
+            .map_err(Error::WatchSecretsFailed)?;
         (
             Some(store),
             events,
@@ -236,8 +266,9 @@ pub async fn run(
         Some(driver) => {
             let (node_store, node_events) = match &target {
                 Some(target) => {
-                    let (store, mut events) =
-                        shared_watch(Api::<Node>::all(target.clone()), 1).await?;
+                    let (store, mut events) = shared_watch(Api::<Node>::all(target.clone()), 1)
+                        .await
+                        .map_err(Error::WatchNodesFailed)?;
                     (Some(store), events.pop())
                 }
                 None => (None, None),

@@ -308,7 +308,8 @@ pub async fn run_controllers(
         config,
         Some(driver),
         shutdown.clone(),
-    );
+    )
+    .map(|r| r.context("running the machine controllers"));
     // The cloud profile controllers (NamespacedCloudProfile rendering,
     // shoot maintenance) live in the control cluster, next to the CRDs.
     let profiles = async {
