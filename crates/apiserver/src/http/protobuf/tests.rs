@@ -507,10 +507,10 @@ fn proto_rules_for_repeats_unknown_fields_and_zeroes() {
 
 #[test]
 fn unknown_kinds_are_415_and_bad_envelopes_400() {
-    let job = envelope("batch/v1", "Job", &Enc::default());
-    let e = decode_object(&job).unwrap_err();
+    let daemon_set = envelope("apps/v1", "DaemonSet", &Enc::default());
+    let e = decode_object(&daemon_set).unwrap_err();
     assert_eq!(e.code, 415);
-    assert!(e.message.contains("Job (batch/v1)"), "{}", e.message);
+    assert!(e.message.contains("DaemonSet (apps/v1)"), "{}", e.message);
 
     let gzip = {
         let mut b = b"k8s\x00".to_vec();
@@ -582,6 +582,8 @@ fn tables_agree_with_the_openapi_schemas() {
         ("v1", "Event"),
         ("apps/v1", "Deployment"),
         ("apps/v1", "StatefulSet"),
+        ("batch/v1", "Job"),
+        ("batch/v1", "CronJob"),
         ("policy/v1", "PodDisruptionBudget"),
         ("rbac.authorization.k8s.io/v1", "Role"),
         ("rbac.authorization.k8s.io/v1", "ClusterRole"),

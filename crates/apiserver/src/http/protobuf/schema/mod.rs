@@ -18,6 +18,7 @@ pub(crate) mod apps;
 pub(crate) mod authentication;
 pub(crate) mod authorization;
 pub(crate) mod autoscaling;
+pub(crate) mod batch;
 pub(crate) mod coordination;
 pub(crate) mod core;
 pub(crate) mod discovery;
@@ -126,6 +127,8 @@ pub(crate) fn for_kind(api_version: &str, kind: &str) -> Option<Table> {
         ("apps/v1", "Deployment") => apps::DEPLOYMENT,
         ("apps/v1", "StatefulSet") => apps::STATEFUL_SET,
         ("autoscaling/v1", "Scale") => autoscaling::SCALE,
+        ("batch/v1", "Job") => batch::JOB,
+        ("batch/v1", "CronJob") => batch::CRON_JOB,
         // policy/v1beta1 Eviction has the same fields; old clients send it.
         ("policy/v1" | "policy/v1beta1", "Eviction") => policy::EVICTION,
         ("policy/v1", "PodDisruptionBudget") => policy::POD_DISRUPTION_BUDGET,
