@@ -16,5 +16,13 @@ done
 # Enough schemathesis examples per operation to exercise every endpoint
 # while keeping CI short.
 export ST_MAX_EXAMPLES="${ST_MAX_EXAMPLES:-25}"
+# The etcd store backend's and etcd-druid's tests run real etcd members:
+# Debian's etcd-server (and etcdctl from etcd-client, which restores
+# snapshots). The tests install it themselves when missing; doing it here
+# once keeps parallel test binaries from racing for apt's lock.
+if ! command -v etcd >/dev/null 2>&1; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client; } >/dev/null 2>&1 \
+    || echo "warning: etcd-server could not be installed; the etcd tests will skip"
+fi
 cargo fmt --all -- --check
 cargo test --workspace --locked

@@ -7,6 +7,7 @@ mod capi_admission;
 mod capi_controllers;
 mod controller_manager;
 mod demo;
+mod etcd_store;
 mod gardener_admission;
 mod kubeconfig;
 mod logging;
@@ -164,6 +165,8 @@ struct ServerArgs {
     /// MCM's objects are then `mc`, `mcs`, `mcd` (or fully qualified).
     #[arg(long)]
     cluster_api: bool,
+    #[command(flatten)]
+    etcd: etcd_store::EtcdArgs,
 }
 
 /// The values `--profile-extensions` accepts.
@@ -511,7 +514,10 @@ async fn start_server(
     let data_dir = args.data_dir.unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating {}", data_dir.display()))?;
-    let store = open_store(&data_dir, args.in_memory, args.repair_store)?;
+    let store = match etcd_store::open(&args.etcd).await? {
+        Some(etcd) => etcd,
+        None => open_store(&data_dir, args.in_memory, args.repair_store)?,
+    };
     let mut config = apiserver::Config {
         audit_log: args.audit_log.clone(),
         connections: apiserver::conn::ConnLimits {
