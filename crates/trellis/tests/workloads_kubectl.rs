@@ -230,6 +230,36 @@ fn workloads_read_as_on_a_real_cluster() {
     assert_eq!(slices.len(), 1, "{table}");
     assert_eq!(slices[0][1], "IPv4");
 
+    // kubectl's typed create commands (protobuf bodies): a Job of its own
+    // and one from the CronJob's template, both run by the Job controller.
+    let out = kubectl(
+        &kc,
+        &[
+            "create",
+            "job",
+            "once",
+            "--image=registry.invalid/x:1",
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(&kc, &["create", "job", "now", "--from=cronjob/hello"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("pods of both jobs", 60, || {
+        let pods = jsonpath(&kc, &["pods"], "{.items[*].metadata.name}");
+        pods.split(' ').any(|p| p.starts_with("once-"))
+            && pods.split(' ').any(|p| p.starts_with("now-"))
+    });
+
     // The claims of the StatefulSet, named for their pods.
     let claims = jsonpath(&kc, &["pvc"], "{.items[*].metadata.name}");
     assert_eq!(claims, "data-db-0");
