@@ -14,6 +14,11 @@
 //! - [`machine`]: the machine controller's decisions, one module per flow —
 //!   class checks, bootstrap tokens, creation, health statuses, node
 //!   template sync, the deletion state machine, hot updates.
+//! - [`machineset`]: the machine set plan — what to create, which machines
+//!   to delete and in what order, the status.
+//! - [`machinedeployment`]: a deployment's whole pass — finalizer, the
+//!   autoscaler's triggered deletions, the rollout plan, its status, and
+//!   whether it has settled (so when to look again).
 //! - [`machineclass`]: the class and secret controllers' decisions — class
 //!   finalizers while machines use a class, secret finalizers while a
 //!   class needs them.
@@ -23,6 +28,8 @@
 //!   heartbeat Lease, and the warning when it is not.
 //! - [`backoff`]: how long a failed reconcile waits before its retry
 //!   (per-object exponential backoff and an overall token bucket).
+//! - [`controllers`]: the executors — observe, call a planner, carry out
+//!   its steps; each writes a status once per pass.
 //! - [`run`]: the controllers wired to shared caches; [`leader`]: Lease
 //!   leader election; [`metrics`]: Prometheus metrics and readiness.
 
