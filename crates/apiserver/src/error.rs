@@ -15,6 +15,12 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    // Configuration.
+    #[error("--service-cluster-ip-range: {0}")]
+    ServiceRange(String),
+    #[error("the kubelet client certificate: {0}")]
+    KubeletClient(String),
+
     // Files.
     #[error("creating {}", path.display())]
     DirectoryCreateFailed {

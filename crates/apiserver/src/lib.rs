@@ -37,7 +37,7 @@ pub use error::Error;
 pub use http::pki::Pki;
 pub use http::tls::TlsConfig;
 pub use http::{admission_server, conn};
-pub use server::{Config, Server};
+pub use server::{Config, DEFAULT_SERVICE_CLUSTER_IP_RANGE, Server};
 pub use storage::registry;
 
 /// Installing CRDs at start, for embedding crates.

@@ -43,6 +43,13 @@ pub struct Config {
     pub audit_log: Option<std::path::PathBuf>,
     /// Connection caps and timeouts of the listeners.
     pub connections: crate::http::conn::ConnLimits,
+    /// Where Service cluster IPs come from (kube-apiserver's
+    /// `--service-cluster-ip-range`); loopback by default, so the seed
+    /// runtime's proxy can serve them on this machine.
+    pub service_cluster_ip_range: String,
+    /// The client certificate and key (PEM) the server presents to kubelets
+    /// for pods/log and pods/exec.
+    pub kubelet_client: Option<(String, String)>,
 }
 
 impl Default for Config {
@@ -53,6 +60,8 @@ impl Default for Config {
             auth: None,
             audit_log: None,
             connections: Default::default(),
+            service_cluster_ip_range: DEFAULT_SERVICE_CLUSTER_IP_RANGE.to_string(),
+            kubelet_client: None,
         }
     }
 }
@@ -69,6 +78,9 @@ pub struct Server {
     auth: Option<Arc<Auth>>,
     audit: Option<AuditLog>,
 }
+
+/// The default Service range: loopback, served by the seed runtime's proxy.
+pub const DEFAULT_SERVICE_CLUSTER_IP_RANGE: &str = "127.2.0.0/16";
 
 /// Namespaces that exist from the first start.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -102,6 +114,13 @@ impl Server {
                 auth.clone(),
             )));
         }
+        let service_range =
+            crate::admission::service_ip::Ipv4Range::parse(&config.service_cluster_ip_range)
+                .map_err(Error::ServiceRange)?;
+        admission.add(Arc::new(crate::admission::service_ip::ServiceIps::new(
+            storage.clone(),
+            service_range,
+        )));
         admission.set_webhooks(Arc::new(crate::admission::webhook::WebhookAdmission::new(
             storage.clone(),
         )));
@@ -111,6 +130,10 @@ impl Server {
             admission.clone(),
             config.bookmark_interval,
         ));
+        if let Some((cert, key)) = &config.kubelet_client {
+            api.set_kubelet_client(cert, key)
+                .map_err(Error::KubeletClient)?;
+        }
         controllers::spawn_all(Arc::new(Context {
             storage: storage.clone(),
             registry: registry.clone(),

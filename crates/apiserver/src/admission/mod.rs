@@ -15,6 +15,7 @@
 //!
 //! Nothing here knows HTTP: the verbs translate requests into [`Attributes`].
 
+pub mod service_ip;
 pub mod webhook;
 
 use std::collections::BTreeMap;

@@ -138,6 +138,23 @@ fn subresources(r: &Resource) -> Vec<Sub> {
             gvk: Some(("policy", "v1", "Eviction")),
             verbs: &["create"],
         });
+        // Served through the pod's kubelet (crate::http::podproxy) and by
+        // crate::http::binding.
+        subs.push(Sub {
+            name: "binding",
+            gvk: Some(("", "v1", "Binding")),
+            verbs: &["create"],
+        });
+        subs.push(Sub {
+            name: "exec",
+            gvk: Some(("", "v1", "PodExecOptions")),
+            verbs: &["create", "get"],
+        });
+        subs.push(Sub {
+            name: "log",
+            gvk: Some(("", "v1", "Pod")),
+            verbs: &["get"],
+        });
     }
     let core = r.builtin && r.group.is_empty();
     if r.strategy.finalize_subresource() {

@@ -12,6 +12,7 @@
 pub mod admission_server;
 mod admit;
 pub mod apply;
+pub mod binding;
 pub mod body;
 mod columns;
 pub mod conn;
@@ -31,6 +32,7 @@ pub mod openapi;
 pub mod patch;
 pub mod patchmeta;
 pub mod pki;
+pub mod podproxy;
 pub mod protobuf;
 pub mod reply;
 pub mod request;
@@ -80,6 +82,9 @@ pub struct Api {
     pub(crate) openapi: openapi::Cache,
     /// The lane for requests with large bodies, started on first use.
     heavy: OnceLock<HeavyLane>,
+    /// TLS to kubelets (pods/log, pods/exec): the server's kubelet client
+    /// certificate, when it has one.
+    kubelet_tls: OnceLock<Arc<rustls::ClientConfig>>,
 }
 
 impl Api {
@@ -98,7 +103,25 @@ impl Api {
             connections: Default::default(),
             openapi: Default::default(),
             heavy: OnceLock::new(),
+            kubelet_tls: OnceLock::new(),
         }
+    }
+
+    /// Sets the client certificate the server presents to kubelets (once;
+    /// before the first pods/log or pods/exec request).
+    pub fn set_kubelet_client(&self, cert_pem: &str, key_pem: &str) -> Result<(), String> {
+        let tls = podproxy::kubelet_tls(Some((cert_pem, key_pem)))?;
+        let _ = self.kubelet_tls.set(tls);
+        Ok(())
+    }
+
+    /// TLS to kubelets; without a client certificate when none was set.
+    pub(crate) fn kubelet_tls(&self) -> Arc<rustls::ClientConfig> {
+        self.kubelet_tls
+            .get_or_init(|| {
+                podproxy::kubelet_tls(None).expect("a TLS client without certificates builds")
+            })
+            .clone()
     }
 
     /// The heavy lane, started on first use.
@@ -241,9 +264,10 @@ fn too_large_body() -> ApiError {
 /// Resource and discovery paths, with the body read.
 async fn serve_api(
     api: Arc<Api>,
-    parts: http::request::Parts,
+    mut parts: http::request::Parts,
     body: Bytes,
 ) -> Result<Reply, ApiError> {
+    let upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
     let path = parts.uri.path();
     let query = Query::parse(parts.uri.query());
     let method = &parts.method;
@@ -273,6 +297,23 @@ async fn serve_api(
                         "the server could not find the requested resource",
                     )
                 })?;
+            // exec upgrades the connection: it needs the request's upgrade
+            // handle, which no verb does.
+            if res.eviction
+                && p.name.is_some()
+                && p.subresource.as_deref() == Some("exec")
+                && matches!(*method, Method::GET | Method::POST)
+            {
+                return podproxy::exec(
+                    &api,
+                    &p,
+                    &query,
+                    parts.uri.query(),
+                    &parts.headers,
+                    upgrade,
+                )
+                .await;
+            }
             let ctx = Ctx {
                 api: &api,
                 res,
@@ -280,6 +321,7 @@ async fn serve_api(
                 query: &query,
                 headers: &parts.headers,
                 body,
+                raw_query: parts.uri.query(),
             };
             resource::handle(ctx, method).await
         }

@@ -25,6 +25,8 @@ pub struct Reply {
 enum ReplyBody {
     Json(Bytes),
     Stream(tokio::sync::mpsc::Receiver<Result<Bytes, Infallible>>),
+    /// A response made elsewhere (a protocol switch), sent as it is.
+    Raw(Response),
 }
 
 impl Reply {
@@ -61,6 +63,16 @@ impl Reply {
         }
     }
 
+    /// A whole response, sent unchanged (its status and headers win).
+    pub fn raw(resp: Response) -> Reply {
+        Reply {
+            status: resp.status(),
+            body: ReplyBody::Raw(resp),
+            warnings: Vec::new(),
+            content_type: None,
+        }
+    }
+
     pub fn warnings(mut self, w: Vec<String>) -> Reply {
         self.warnings.extend(w);
         self
@@ -79,6 +91,7 @@ impl Reply {
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
         let mut resp = match self.body {
+            ReplyBody::Raw(resp) => return resp,
             ReplyBody::Json(b) => {
                 let mut r = Response::new(Body::from(b));
                 r.headers_mut().insert(

@@ -21,6 +21,9 @@ pub struct Ctx<'a> {
     pub query: &'a Query,
     pub headers: &'a HeaderMap,
     pub body: Bytes,
+    /// The query string as sent, for requests passed on unchanged (to a
+    /// kubelet).
+    pub raw_query: Option<&'a str>,
 }
 
 impl Ctx<'_> {
@@ -120,6 +123,13 @@ pub async fn handle(ctx: Ctx<'_>, method: &Method) -> Result<Reply, ApiError> {
         (Some(name), Some("eviction")) if res.eviction && *method == Method::POST => {
             let name = name.clone();
             eviction::evict(&ctx, &name).await
+        }
+        (Some(name), Some("binding")) if res.eviction && *method == Method::POST => {
+            let name = name.clone();
+            crate::http::binding::bind(&ctx, &name).await
+        }
+        (Some(_), Some("log")) if res.eviction && *method == Method::GET => {
+            crate::http::podproxy::logs(ctx.api, ctx.path, ctx.query, ctx.raw_query).await
         }
         (Some(name), Some("finalize"))
             if res.strategy.finalize_subresource() && *method == Method::PUT =>

@@ -114,6 +114,7 @@ pub async fn update(ctx: &Ctx<'_>, name: &str, sub: Option<&str>) -> Result<Repl
                 query: ctx.query,
                 headers: ctx.headers,
                 body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+                raw_query: ctx.raw_query,
             };
             create::create(&create_ctx).await
         }

@@ -15,6 +15,7 @@ pub const ROOT: &str = "/registry/";
 /// [`crate::storage::registry::Resource`].
 pub const NAMESPACES: &str = "core/namespaces";
 pub const PODS: &str = "core/pods";
+pub const NODES: &str = "core/nodes";
 pub const EVENTS: &str = "core/events";
 pub const SERVICES: &str = "core/services";
 pub const ENDPOINTS: &str = "core/endpoints";
