@@ -146,11 +146,13 @@ fn counts(s: &MachineSet, rank: i64) -> SetCounts {
     SetCounts {
         name: s.metadata.name.clone().unwrap_or_default(),
         spec,
-        // Cluster API's growth counts spec replicas of all sets (a
-        // Kubernetes Deployment's `GetReplicaCountForReplicaSets`), not
-        // the Machines that exist as MCM does; `new_set_replicas` reads
-        // this field for it.
-        status: spec,
+        // Upstream's growth counts spec replicas of all sets (a Kubernetes
+        // Deployment's `GetReplicaCountForReplicaSets`). trellis counts a
+        // set's Machines instead while it still has more than its spec (an
+        // old set scaled down whose Machines are not gone yet), so the
+        // surge bound holds for Machines that exist, as MCM's does, not
+        // only for specs; `new_set_replicas` reads this field for it.
+        status: spec.max(i64::from(st.replicas)),
         available: i64::from(st.available_replicas),
         age_rank: rank,
         max_replicas_annotation: annotation(&s.metadata, labels::MAX_REPLICAS)
