@@ -150,6 +150,10 @@ struct ServerArgs {
     /// watch is in flight until it ends)
     #[arg(long, default_value = "90s", value_parser = controller_manager::parse_duration)]
     idle_connection_timeout: std::time::Duration,
+    /// The range Service cluster IPs are allocated from (kube-apiserver's
+    /// flag); loopback by default, where the seed runtime's proxy serves them
+    #[arg(long, default_value = apiserver::DEFAULT_SERVICE_CLUSTER_IP_RANGE)]
+    service_cluster_ip_range: String,
     /// Open a store whose write-ahead log is damaged by moving the damaged
     /// part (and every later log segment) aside into `DIR/store/damaged-*/`
     /// and keeping the intact prefix; without it such a store refuses to
@@ -520,6 +524,7 @@ async fn start_server(
     };
     let mut config = apiserver::Config {
         audit_log: args.audit_log.clone(),
+        service_cluster_ip_range: args.service_cluster_ip_range.clone(),
         connections: apiserver::conn::ConnLimits {
             max_connections: args.max_connections,
             max_per_client: args.max_connections_per_client,
@@ -540,6 +545,12 @@ async fn start_server(
         None
     } else {
         let pki = apiserver::Pki::ensure(&data_dir.join("pki"), &args.tls_sans)?;
+        // pods/log and pods/exec reach kubelets with this identity (the
+        // kubelet admits it by its common name, as kube's does).
+        config.kubelet_client = Some(
+            pki.issue_client_cert("kube-apiserver-kubelet-client", &[])
+                .context("issuing the kubelet client certificate")?,
+        );
         let mut auth = apiserver::AuthConfig::new(pki.service_account_key_pem.clone());
         if let Some(f) = &args.token_auth_file {
             auth = auth.with_token_file(f)?;
