@@ -2,6 +2,7 @@
 //! BENCHMARKS.md. They start a real server on loopback and talk HTTP to it;
 //! `bench mcm` ([`mcm`]) also runs the controllers as a child process.
 
+mod capi;
 mod mcm;
 
 use std::sync::Arc;
@@ -50,6 +51,24 @@ pub enum BenchCommand {
     /// Running, then a rolling update (server and controller-manager run as
     /// child processes).
     Mcm {
+        /// Machines of the deployment.
+        #[arg(long, default_value_t = 1000)]
+        machines: usize,
+        /// maxSurge of the rolling update (a count or a percentage).
+        #[arg(long, default_value = "10%")]
+        max_surge: String,
+        /// maxUnavailable of the rolling update.
+        #[arg(long, default_value = "0")]
+        max_unavailable: String,
+        /// Run the server on the in-memory store instead of the durable one.
+        #[arg(long)]
+        in_memory: bool,
+    },
+    /// Cluster API: one MachineDeployment of N Machines (TrellisConfig
+    /// bootstrap, LocalMachine infrastructure) from zero to all Running,
+    /// then a rolling update to a new infrastructure template (server and
+    /// controller-manager run as child processes, as for `bench mcm`).
+    Capi {
         /// Machines of the deployment.
         #[arg(long, default_value_t = 1000)]
         machines: usize,
@@ -483,6 +502,12 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             max_unavailable,
             in_memory,
         } => mcm::run(machines, max_surge, max_unavailable, in_memory).await,
+        BenchCommand::Capi {
+            machines,
+            max_surge,
+            max_unavailable,
+            in_memory,
+        } => capi::run(machines, max_surge, max_unavailable, in_memory).await,
         BenchCommand::Apiserver {
             objects,
             list_objects,

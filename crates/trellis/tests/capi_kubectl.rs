@@ -272,6 +272,44 @@ fn cluster_api_machines_with_kubectl_against_trellis_up() {
     ] {
         assert!(all.contains(kind), "{kind} in category cluster-api: {all}");
     }
+    // `trellis status`: Cluster → MachineDeployment → MachineSet → Machine
+    // → bootstrap, infrastructure and Node, as clusterctl describes it.
+    let status = Command::new(env!("CARGO_BIN_EXE_trellis"))
+        .arg("status")
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("running trellis status");
+    let tree = String::from_utf8_lossy(&status.stdout).into_owned();
+    eprintln!("$ trellis status\n{tree}");
+    assert!(status.status.success(), "{status:?}");
+    assert!(
+        tree.starts_with("NAME "),
+        "only the Cluster API tree: {tree}"
+    );
+    for want in [
+        "Cluster/capi-quickstart",
+        "├─ClusterInfrastructure - LocalCluster/capi-quickstart",
+        "└─MachineDeployment/capi-quickstart-md-0",
+        "└─MachineSet/capi-quickstart-md-0-",
+    ] {
+        assert!(tree.contains(want), "{want} in {tree}");
+    }
+    for name in &first {
+        for want in [
+            format!("Machine/{name}"),
+            format!("BootstrapConfig - TrellisConfig/{name}"),
+            format!("MachineInfrastructure - LocalMachine/{name}"),
+            format!("Node/{name}"),
+        ] {
+            let line = tree
+                .lines()
+                .find(|l| l.contains(&want))
+                .unwrap_or_else(|| panic!("{want} in {tree}"));
+            assert!(line.contains(" True "), "ready: {line}");
+        }
+    }
     let md = json(&kc, &["get", "md", "capi-quickstart-md-0"]);
     assert_eq!(s(&md, "/status/phase"), "Running");
     assert_eq!(md.pointer("/status/readyReplicas"), Some(&Value::from(3)));

@@ -30,13 +30,13 @@ const NS: &str = "default";
 const SAMPLE: Duration = Duration::from_millis(20);
 const PHASE_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn free_port() -> anyhow::Result<u16> {
+pub(super) fn free_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
 
 /// `GET path` over plain HTTP/1.0: status and body.
-async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
+pub(super) async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
         .await?;
@@ -55,7 +55,7 @@ async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
     Ok((status, body))
 }
 
-async fn wait_ready(
+pub(super) async fn wait_ready(
     port: u16,
     what: &str,
     child: &mut tokio::process::Child,
@@ -74,7 +74,7 @@ async fn wait_ready(
 }
 
 /// The server's request counters: (verb, resource) → count.
-async fn request_counts(port: u16) -> anyhow::Result<BTreeMap<(String, String), u64>> {
+pub(super) async fn request_counts(port: u16) -> anyhow::Result<BTreeMap<(String, String), u64>> {
     let (_, body) = http_get(port, "/metrics").await?;
     let mut out = BTreeMap::new();
     for line in body.lines() {
@@ -88,7 +88,7 @@ async fn request_counts(port: u16) -> anyhow::Result<BTreeMap<(String, String), 
     Ok(out)
 }
 
-fn delta(
+pub(super) fn delta(
     after: &BTreeMap<(String, String), u64>,
     before: &BTreeMap<(String, String), u64>,
 ) -> BTreeMap<(String, String), u64> {
@@ -100,12 +100,12 @@ fn delta(
 }
 
 /// VmRSS of a process, MiB.
-fn rss_mib(pid: u32) -> f64 {
+pub(super) fn rss_mib(pid: u32) -> f64 {
     super::rss_of(pid)
 }
 
 /// User + system CPU seconds of a process.
-fn cpu_secs(pid: u32) -> f64 {
+pub(super) fn cpu_secs(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
@@ -191,7 +191,7 @@ async fn phase(
 
 /// Parses a rolling-update bound ("10%" or a count) against `replicas`,
 /// rounding as upstream does (surge up, unavailability down).
-fn bound(s: &str, replicas: usize, round_up: bool) -> anyhow::Result<usize> {
+pub(super) fn bound(s: &str, replicas: usize, round_up: bool) -> anyhow::Result<usize> {
     match s.strip_suffix('%') {
         Some(p) => {
             let p: f64 = p.parse().context("a percentage")?;
@@ -202,7 +202,10 @@ fn bound(s: &str, replicas: usize, round_up: bool) -> anyhow::Result<usize> {
     }
 }
 
-fn per_machine_table(counts: &BTreeMap<(String, String), u64>, machines: usize) -> String {
+pub(super) fn per_machine_table(
+    counts: &BTreeMap<(String, String), u64>,
+    machines: usize,
+) -> String {
     let mut by_resource: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
     for ((verb, res), n) in counts {
         *by_resource

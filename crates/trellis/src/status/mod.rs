@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 
+mod capi;
 mod connection;
 mod paint;
 mod render;
@@ -205,7 +206,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let observed = async {
             let views = shoots(client, namespace).await?;
             let snap = outside_shoots(snapshot(client, namespace).await?, &views);
-            anyhow::Ok(render_all(&snap, &views, Timestamp::now(), paint, 80))
+            let now = Timestamp::now();
+            let tree = render_all(&snap, &views, now, paint, 80);
+            // Cluster API objects, where it is served, as clusterctl shows them.
+            anyhow::Ok(match capi::observe(client, namespace).await? {
+                Some(c) => capi::join(tree, &capi::render(&c, now, paint, 80)),
+                None => tree,
+            })
         }
         .await;
         // A server that does not answer gets one sentence (the library's
