@@ -8,6 +8,12 @@
 pub mod types;
 
 pub use types::*;
+pub mod compaction;
+pub mod components;
+pub mod condition;
+pub mod crd;
 pub mod duration;
+pub mod gate;
 pub mod member;
 pub mod time;
+pub mod validation;
