@@ -1,0 +1,1 @@
+//! Wiring of the prober and the weeder for a binary.
