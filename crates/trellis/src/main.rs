@@ -7,6 +7,7 @@ mod capi_admission;
 mod capi_controllers;
 mod controller_manager;
 mod demo;
+mod druid_admission;
 mod etcd_store;
 mod gardener_admission;
 mod kubeconfig;
@@ -561,6 +562,7 @@ async fn start_server(
     let server = apiserver::Server::start(store, config).await?;
     machine_admission::prepare(&server).await?;
     gardener_admission::prepare(&server, extensions).await?;
+    druid_admission::prepare(&server).await?;
     if args.cluster_api {
         capi_admission::prepare(&server).await?;
     }
