@@ -651,7 +651,12 @@ fn main() -> anyhow::Result<()> {
             Command::Bench { what } => bench::run(what).await,
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
             Command::Crds(args) => {
-                let mut docs = vec![api::crds_yaml(), gardener::crds_yaml(), worker::crds_yaml()];
+                let mut docs = vec![
+                    api::crds_yaml(),
+                    gardener::crds_yaml(),
+                    worker::crds_yaml(),
+                    druid::crd::crds_yaml(),
+                ];
                 if args.cluster_api {
                     docs.push(capi_admission::crds_yaml());
                 }
