@@ -20,9 +20,17 @@ pub struct Env {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Starts an embedded API server and the workload controllers (with the
-/// Job back-off shortened to test scale).
-pub async fn start() -> Env {
+/// The controllers' configuration at test scale (short Job back-off).
+pub fn config() -> workloads::Config {
+    workloads::Config {
+        job_backoff: Duration::from_millis(200),
+        job_backoff_max: Duration::from_secs(2),
+        ..workloads::Config::default()
+    }
+}
+
+/// Starts an embedded API server, without controllers.
+pub async fn cluster() -> (Cluster, kube::Client) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -32,21 +40,30 @@ pub async fn start() -> Env {
         .await
         .expect("the embedded cluster starts");
     let client = cluster.client();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let shutdown = async move {
-        let _ = stopped.await;
-    };
-    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
-    let config = workloads::Config {
-        job_backoff: Duration::from_millis(200),
-        job_backoff_max: Duration::from_secs(2),
-        ..workloads::Config::default()
-    };
-    let c = client.clone();
+    (cluster, client)
+}
+
+/// Runs the workload controllers until the task is aborted (a crash: they
+/// stop at whatever await they are at) or `stop` fires.
+pub fn controllers(
+    client: kube::Client,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let shutdown = futures::FutureExt::shared(Box::pin(stop));
     tokio::spawn(async move {
-        if let Err(e) = workloads::run(c, config, shutdown).await {
+        if let Err(e) = workloads::run(client, config(), shutdown).await {
             panic!("the controllers stopped: {e:#}");
         }
+    })
+}
+
+/// Starts an embedded API server and the workload controllers (with the
+/// Job back-off shortened to test scale).
+pub async fn start() -> Env {
+    let (cluster, client) = cluster().await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    controllers(client.clone(), async move {
+        let _ = stopped.await;
     });
     Env {
         cluster,
