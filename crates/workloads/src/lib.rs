@@ -18,12 +18,14 @@
 //! - [`statefulset`]: the StatefulSet decision.
 //! - [`job`]: the Job decision, with the time to live after finishing.
 //! - [`cronjob`]: the CronJob decision.
-//! - [`endpointslice`]: a Service's EndpointSlices.
+//! - [`endpointslice`]: a Service's EndpointSlices; [`endpoints`]: its
+//!   core/v1 Endpoints.
 //! - [`run`]: the shared caches and the controllers, run until shutdown.
 
 pub mod controllers;
 pub mod cronjob;
 pub mod deployment;
+pub mod endpoints;
 pub mod endpointslice;
 pub mod expectations;
 pub mod hash;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -172,6 +172,13 @@ pub async fn run(
     .await?;
     let (jobs, mut job_events) =
         shared_watch(Api::<Job>::all(client.clone()), 2, |_| {}, shutdown.clone()).await?;
+    let (endpoints, mut endpoint_events) = shared_watch(
+        Api::<Endpoints>::all(client.clone()),
+        1,
+        |_| {},
+        shutdown.clone(),
+    )
+    .await?;
     let (slices, mut slice_events) = shared_watch(
         Api::<EndpointSlice>::all(client.clone()),
         1,
@@ -188,6 +195,7 @@ pub async fn run(
         claims,
         jobs.clone(),
         slices,
+        endpoints,
     ));
     let _ = expect_pods.set(ctx.clone());
 
@@ -327,12 +335,31 @@ pub async fn run(
     .for_each(|_| futures::future::ready(()));
 
     // A pod triggers the Services that select it and those whose slices
-    // list it (it may have stopped matching).
-    let svc_ctrl = Controller::new(
+    // or Endpoints list it (it may have stopped matching). A deleted
+    // Service takes its Endpoints along (they have no owner reference).
+    let gone_client = client.clone();
+    let (svc_store, mut svc_events) = shared_watch(
         Api::<Service>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let svc_store = svc_ctrl.store();
+        1,
+        move |svc: &Service| {
+            let api: Api<Endpoints> = Api::namespaced(
+                gone_client.clone(),
+                svc.metadata.namespace.as_deref().unwrap_or_default(),
+            );
+            let name = meta::name(&svc.metadata).to_string();
+            tokio::spawn(async move {
+                match api.delete(&name, &Default::default()).await {
+                    Ok(_) => {}
+                    Err(e) if controllers::is_code(&e, 404) => {}
+                    Err(e) => tracing::warn!(error = %e, endpoints = %name, "deleting the Endpoints of a deleted Service failed"),
+                }
+            });
+        },
+        shutdown.clone(),
+    )
+    .await?;
+    let svc_ctrl = Controller::for_stream(svc_events.remove(0), svc_store.clone());
+    let endpoints_store = ctx.endpoints.clone();
     let slice_store = ctx.slices.clone();
     let svc_ctrl = svc_ctrl
         .watches_stream(pod_events.remove(0), move |p: Pod| {
@@ -348,6 +375,13 @@ pub async fn run(
                 })
                 .map(|s| ObjectRef::from_obj(s.as_ref()))
                 .collect();
+            for e in endpoints_store.state() {
+                if e.metadata.namespace.as_deref() == Some(ns.as_str())
+                    && crate::endpoints::lists(&e, &name)
+                {
+                    refs.push(ObjectRef::new(crate::endpoints::service_of(&e)).within(&ns));
+                }
+            }
             for slice in slice_store.state() {
                 let lists = slice.metadata.namespace.as_deref() == Some(ns.as_str())
                     && slice.endpoints.iter().any(|e| {
@@ -364,6 +398,10 @@ pub async fn run(
             let ns = s.metadata.namespace.clone().unwrap_or_default();
             meta::label(&s.metadata, crate::names::SERVICE_NAME)
                 .map(|svc| ObjectRef::<Service>::new(svc).within(&ns))
+        })
+        .watches_stream(endpoint_events.remove(0), |e: Endpoints| {
+            let ns = e.metadata.namespace.clone().unwrap_or_default();
+            Some(ObjectRef::<Service>::new(crate::endpoints::service_of(&e)).within(&ns))
         })
         .with_config(workers.clone())
         .graceful_shutdown_on(shutdown.clone())

@@ -1,11 +1,12 @@
-//! EndpointSlices against the embedded API server: a Service's slice
-//! follows its pods' readiness, resolves named ports, and publishes
-//! not-ready addresses when the Service asks for it.
+//! EndpointSlices and Endpoints against the embedded API server: a
+//! Service's slice follows its pods' readiness, resolves named ports, and
+//! publishes not-ready addresses when the Service asks for it; its
+//! Endpoints say the same and go with it.
 
 mod common;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
 use serde_json::json;
@@ -94,6 +95,27 @@ async fn a_services_slice_follows_pod_readiness() {
     })
     .await;
 
+    // The core/v1 Endpoints say the same.
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), NS);
+    wait_for("the Endpoints", 30, async || {
+        let Ok(e) = eps.get("web").await else {
+            return false;
+        };
+        let subsets = e.subsets.unwrap_or_default();
+        let ips = |f: fn(
+            &k8s_openapi::api::core::v1::EndpointSubset,
+        ) -> Option<&Vec<k8s_openapi::api::core::v1::EndpointAddress>>| {
+            subsets
+                .iter()
+                .flat_map(|s| f(s).into_iter().flatten().map(|a| a.ip.clone()))
+                .collect::<Vec<_>>()
+        };
+        ips(|s| s.addresses.as_ref()) == ["127.0.2.2"]
+            && ips(|s| s.not_ready_addresses.as_ref()) == ["127.0.2.1"]
+            && subsets[0].ports.as_ref().is_some_and(|p| p[0].port == 8080)
+    })
+    .await;
+
     // The slice as kube's: labels, owner, the named port resolved.
     let lp = ListParams::default().labels("kubernetes.io/service-name=web");
     let items = slices.list(&lp).await.unwrap().items;
@@ -126,6 +148,14 @@ async fn a_services_slice_follows_pod_readiness() {
     .unwrap();
     wait_for("a gone from the slice", 30, async || {
         endpoints(&client, "web").await == [ep("b", "127.0.2.2", true)]
+    })
+    .await;
+
+    // A deleted Service takes its Endpoints along.
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    services.delete("web", &Default::default()).await.unwrap();
+    wait_for("the Endpoints gone", 30, async || {
+        eps.get_opt("web").await.unwrap().is_none()
     })
     .await;
 }

@@ -1,11 +1,12 @@
-//! The EndpointSlice executor: a Service's selected pods and managed
-//! slices in, [`crate::endpointslice::plan`] applied (creations named as
-//! `generateName` would, updates guarded by resource versions, deletions).
+//! The Service executor: a Service's selected pods and managed slices in,
+//! [`crate::endpointslice::plan`] applied (creations named as
+//! `generateName` would, updates guarded by resource versions, deletions),
+//! then [`crate::endpoints::plan`] for its Endpoints.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
@@ -122,6 +123,39 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, E
                     what: format!("endpoint slice {slice_name}"),
                     source: e,
                 });
+            }
+        }
+    }
+    let endpoints_api: Api<Endpoints> = Api::namespaced(ctx.client.clone(), &ns);
+    let existing = ctx.endpoints.get(&ObjectRef::new(&name).within(&ns));
+    let refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
+    match crate::endpoints::plan(&svc, &refs, existing.as_deref()) {
+        None => {}
+        Some(crate::endpoints::Plan::Create(e)) => match endpoints_api.create(&pp, &e).await {
+            Ok(_) => {}
+            // Made by an earlier pass the cache has not shown yet.
+            Err(e) if is_code(&e, 409) => return Ok(Action::requeue(CONFLICT_WAIT)),
+            Err(source) => {
+                failed(&ctx, &svc, &source);
+                return Err(Error::CreateFailed {
+                    what: format!("endpoints {name}"),
+                    source,
+                });
+            }
+        },
+        Some(crate::endpoints::Plan::Update(e)) => {
+            match endpoints_api.replace(&name, &pp, &e).await {
+                Ok(_) => {}
+                Err(e) if is_code(&e, 409) || is_code(&e, 404) => {
+                    return Ok(Action::requeue(CONFLICT_WAIT));
+                }
+                Err(source) => {
+                    failed(&ctx, &svc, &source);
+                    return Err(Error::UpdateFailed {
+                        what: format!("endpoints {name}"),
+                        source,
+                    });
+                }
             }
         }
     }

@@ -105,6 +105,7 @@ pub struct Context {
     pub claims: Store<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     pub jobs: Store<k8s_openapi::api::batch::v1::Job>,
     pub slices: Store<k8s_openapi::api::discovery::v1::EndpointSlice>,
+    pub endpoints: Store<k8s_openapi::api::core::v1::Endpoints>,
     /// Pods expected by ReplicaSets, StatefulSets and Jobs (keyed by owner
     /// UID, pods by `namespace/name`).
     pub pod_expectations: Expectations,
@@ -134,6 +135,7 @@ impl Context {
         claims: Store<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
         jobs: Store<k8s_openapi::api::batch::v1::Job>,
         slices: Store<k8s_openapi::api::discovery::v1::EndpointSlice>,
+        endpoints: Store<k8s_openapi::api::core::v1::Endpoints>,
     ) -> Context {
         let recorders = REPORTERS
             .iter()
@@ -159,6 +161,7 @@ impl Context {
             claims,
             jobs,
             slices,
+            endpoints,
             pod_expectations: Expectations::default(),
             slice_expectations: Expectations::default(),
             recorders,
