@@ -551,10 +551,22 @@ pub async fn injected_faults_are_consumed(s: Subject) {
 /// returning a future of a fresh [`Subject`]; it is called once per test.
 /// The calling crate needs `tokio` (with the multi-threaded runtime) as a
 /// dev-dependency.
+///
+/// `driver_conformance_tests!(skippable FACTORY)` takes a factory whose
+/// future returns `Option<Subject>` instead: `None` skips the check (it
+/// passes without running), for drivers that need something the machine
+/// may not have, such as another language's runtime. The factory should
+/// say why it skipped.
 #[macro_export]
 macro_rules! driver_conformance_tests {
+    (skippable $factory:expr) => {
+        $crate::driver_conformance_tests!(@each skippable $factory);
+    };
     ($factory:expr) => {
-        $crate::driver_conformance_tests!(@tests $factory;
+        $crate::driver_conformance_tests!(@each required $factory);
+    };
+    (@each $mode:ident $factory:expr) => {
+        $crate::driver_conformance_tests!(@tests $mode $factory;
             create_is_idempotent, status_reports_created_vm,
             status_of_missing_vm_is_not_found, delete_of_missing_vm_is_ok,
             delete_removes_only_that_vm, list_machines_is_per_cluster,
@@ -562,13 +574,24 @@ macro_rules! driver_conformance_tests {
             update_keeps_the_vm, injected_faults_surface_unchanged,
             injected_faults_are_consumed);
     };
-    (@tests $factory:expr; $($name:ident),*) => {
+    (@tests required $factory:expr; $($name:ident),*) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let factory = $factory;
                 let subject = factory().await;
                 $crate::conformance::$name(subject).await;
+            }
+        )*
+    };
+    (@tests skippable $factory:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let factory = $factory;
+                if let Some(subject) = factory().await {
+                    $crate::conformance::$name(subject).await;
+                }
             }
         )*
     };
