@@ -97,6 +97,25 @@ impl Config {
 }
 
 /// One pod, as the watcher and its worker share it.
+/// Of a node's pod entries (each with whether it is gone from the API), the
+/// one a name stands for: see [`Shared::pod`].
+fn named(entries: Vec<(bool, Arc<Pod>)>, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+    entries
+        .into_iter()
+        .filter(|(_, p)| {
+            p.metadata.namespace.as_deref() == Some(namespace)
+                && p.metadata.name.as_deref() == Some(name)
+        })
+        .min_by_key(|(gone, p)| {
+            (
+                *gone,
+                p.metadata.deletion_timestamp.is_some(),
+                std::cmp::Reverse(p.metadata.creation_timestamp.clone().map(|t| t.0)),
+            )
+        })
+        .map(|(_, p)| p)
+}
+
 struct Entry {
     uid: String,
     pod: Mutex<Arc<Pod>>,
@@ -305,15 +324,18 @@ impl Shared {
         }
     }
 
+    /// The pod of that name on this node. A pod recreated under the same
+    /// name (a StatefulSet member) may briefly have its predecessor's entry
+    /// beside it while that one winds down: the live one wins, then the one
+    /// not being deleted, then the younger.
     pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.pods
+        let entries: Vec<(bool, Arc<Pod>)> = self
+            .pods
             .lock()
             .values()
-            .map(|e| e.pod.lock().clone())
-            .find(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && p.metadata.name.as_deref() == Some(name)
-            })
+            .map(|e| (e.gone.load(Ordering::SeqCst), e.pod.lock().clone()))
+            .collect();
+        named(entries, namespace, name)
     }
 
     async fn event(&self, pod: &Pod, type_: EventType, reason: &str, note: String) {
@@ -944,5 +966,59 @@ pub(crate) async fn scheduled_event(shared: &Shared, pod: &Pod, ok: Result<(), S
                 .event(pod, EventType::Warning, "FailedScheduling", why)
                 .await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, created: &str, deleting: bool) -> Arc<Pod> {
+        let mut v = serde_json::json!({"metadata": {
+            "name": "db-1", "namespace": "ns", "uid": uid, "creationTimestamp": created}});
+        if deleting {
+            v["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:09Z".into();
+        }
+        Arc::new(serde_json::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn a_recreated_pod_name_stands_for_the_live_successor() {
+        let old = || pod("old", "2026-01-01T00:00:00Z", false);
+        let old_deleting = || pod("old", "2026-01-01T00:00:00Z", true);
+        let new = || pod("new", "2026-01-01T00:00:10Z", false);
+        let cases: Vec<(&str, Vec<(bool, Arc<Pod>)>, Option<&str>)> = vec![
+            (
+                "predecessor gone",
+                vec![(true, old()), (false, new())],
+                Some("new"),
+            ),
+            (
+                "successor listed first",
+                vec![(false, new()), (true, old())],
+                Some("new"),
+            ),
+            (
+                "predecessor being deleted",
+                vec![(false, old_deleting()), (false, new())],
+                Some("new"),
+            ),
+            (
+                "both live: the younger",
+                vec![(false, old()), (false, new())],
+                Some("new"),
+            ),
+            ("only the predecessor", vec![(true, old())], Some("old")),
+            ("none of that name", vec![], None),
+        ];
+        for (case, entries, want) in cases {
+            let got = named(entries, "ns", "db-1");
+            assert_eq!(
+                got.and_then(|p| p.metadata.uid.clone()).as_deref(),
+                want,
+                "{case}"
+            );
+        }
+        assert!(named(vec![(false, new())], "other", "db-1").is_none());
     }
 }

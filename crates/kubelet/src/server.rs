@@ -383,6 +383,23 @@ where
         .filter(|(k, _)| k == "command")
         .map(|(_, v)| v.clone())
         .collect();
+    let (uid, index) = match locate(shared, ns, pod, container, false) {
+        Ok(x) => x,
+        Err((code, msg)) => return respond(reader.get_mut(), code, "Bad Request", &msg).await,
+    };
+    let dir = shared.rt.layout.attempt(&uid, container, index);
+    let spec: LaunchSpec = state::read_json(&dir, state::SPEC).unwrap_or_default();
+    let Some(init) = shared.rt.init_of(&uid, container, index) else {
+        return respond(
+            reader.get_mut(),
+            400,
+            "Bad Request",
+            &format!("container {container} is not running"),
+        )
+        .await;
+    };
+    // After the pod and container checks: a client that falls back to SPDY
+    // when its WebSocket upgrade is refused (kubectl does) then shows why.
     if !req.header("upgrade").eq_ignore_ascii_case("websocket") {
         return respond(reader.get_mut(), 400, "Bad Request", "exec needs a WebSocket upgrade (v4.channel.k8s.io or v5.channel.k8s.io); SPDY is not supported").await;
     }
@@ -397,21 +414,6 @@ where
             400,
             "Bad Request",
             "no supported subprotocol: offer v5.channel.k8s.io or v4.channel.k8s.io",
-        )
-        .await;
-    };
-    let (uid, index) = match locate(shared, ns, pod, container, false) {
-        Ok(x) => x,
-        Err((code, msg)) => return respond(reader.get_mut(), code, "Bad Request", &msg).await,
-    };
-    let dir = shared.rt.layout.attempt(&uid, container, index);
-    let spec: LaunchSpec = state::read_json(&dir, state::SPEC).unwrap_or_default();
-    let Some(init) = shared.rt.init_of(&uid, container, index) else {
-        return respond(
-            reader.get_mut(),
-            400,
-            "Bad Request",
-            &format!("container {container} is not running"),
         )
         .await;
     };
