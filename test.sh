@@ -6,9 +6,13 @@ set -euo pipefail
 cd "$(dirname "$0")"
 # Off-the-shelf checkers from PyPI: the OpenAPI documents are validated with
 # openapi-spec-validator, and schemathesis fuzzes the API for 5xx answers.
-for module in openapi_spec_validator schemathesis; do
+# grpcio and grpcio-tools (module:package) run the Python machine provider
+# of examples/grpc-provider-python under the driver conformance kit.
+for entry in openapi_spec_validator schemathesis grpc:grpcio grpc_tools:grpcio-tools; do
+  module=${entry%%:*}
   if ! python3 -c "import $module" 2>/dev/null; then
-    package=${module//_/-}
+    package=${entry#*:}
+    [ "$package" = "$entry" ] && package=${module//_/-}
     python3 -m pip install -q "$package" >/dev/null 2>&1 \
       || echo "warning: $package could not be installed; its check will be skipped"
   fi

@@ -22,7 +22,6 @@ use futures::future::{BoxFuture, Shared};
 use mcm::controllers::Config;
 use mcm::leader::{LeaderElector, LeaseTiming};
 use mcm::metrics::Metrics;
-use provider_local::LocalProvider;
 
 /// How long in-flight reconciles may take to finish after a shutdown
 /// signal before the process stops anyway. Every reconcile is idempotent,
@@ -191,6 +190,8 @@ pub struct Args {
     pub workload_controllers: bool,
     #[command(flatten)]
     pub controllers: ControllerFlags,
+    #[command(flatten)]
+    pub drivers: crate::provider::DriverFlags,
 }
 
 /// A kube client from a kubeconfig file.
@@ -284,7 +285,10 @@ pub fn shutdown_pair() -> (
 /// `shutdown` resolves and the controllers have wound down. `target` is
 /// `None` to run without a target cluster; the local provider's VMs still
 /// boot simulated kubelets, which then register with the control cluster,
-/// where the controllers never look at them.
+/// where the controllers never look at them. `drivers` may serve
+/// out-of-tree providers over gRPC and leave the local one out
+/// ([`crate::provider`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_controllers(
     control: kube::Client,
     target: impl Into<Option<kube::Client>>,
@@ -292,21 +296,26 @@ pub async fn run_controllers(
     profiles: Option<gcm::Config>,
     cluster_name: String,
     capi: Option<crate::capi_controllers::Options>,
+    drivers: crate::provider::DriverFlags,
     shutdown: Shared<BoxFuture<'static, ()>>,
 ) -> anyhow::Result<()> {
     let target: Option<kube::Client> = target.into();
     let vm_cluster = target.clone().unwrap_or_else(|| control.clone());
-    let provider = LocalProvider::new(control.clone(), vm_cluster, &cluster_name)
-        .await
-        .context("starting the local provider")?;
-    let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
+    let started = crate::provider::start(
+        &drivers,
+        control.clone(),
+        vm_cluster,
+        &cluster_name,
+        shutdown.clone(),
+    )
+    .await?;
     let (control_for_capi, target_for_capi, capi_shutdown) =
         (control.clone(), target.clone(), shutdown.clone());
     let machines = mcm::run::run(
         control.clone(),
         target,
         config,
-        Some(driver),
+        started.driver,
         shutdown.clone(),
     )
     .map(|r| r.context("running the machine controllers"));
@@ -335,7 +344,9 @@ pub async fn run_controllers(
         }
     };
     let result = tokio::try_join!(machines, profiles, capi).map(|_| ());
-    provider.simulator().shutdown();
+    if let Some(provider) = &started.local {
+        provider.simulator().shutdown();
+    }
     result
 }
 
@@ -451,7 +462,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             shutdown.clone(),
         )
     });
-    let machines = run_controllers(control, target, config, profiles, cluster, capi, shutdown);
+    let machines = run_controllers(
+        control,
+        target,
+        config,
+        profiles,
+        cluster,
+        capi,
+        args.drivers.clone(),
+        shutdown,
+    );
     let mut controllers = tokio::spawn(async move {
         match workloads {
             Some(w) => tokio::try_join!(machines, w).map(|_| ()),

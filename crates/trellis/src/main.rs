@@ -14,6 +14,7 @@ mod kubeconfig;
 mod logging;
 mod machine_admission;
 mod profile;
+mod provider;
 mod status;
 
 use std::net::SocketAddr;
@@ -68,6 +69,13 @@ enum Command {
     ControllerManager(Box<controller_manager::Args>),
     /// Print every CRD manifest trellis serves, for installing on a real cluster.
     Crds(CrdsArgs),
+    /// Run a machine provider out of process: it connects to a
+    /// machine-controller-manager's --driver-listen and serves its classes
+    /// over gRPC.
+    Provider {
+        #[command(subcommand)]
+        what: provider::ProviderCommand,
+    },
     /// Serve the machine.sapcloud.io admission (defaulting and validation)
     /// as an AdmissionReview webhook for a real cluster.
     AdmissionWebhook(admission_webhook::Args),
@@ -196,6 +204,8 @@ impl ServerArgs {
 struct UpArgs {
     #[command(flatten)]
     server: ServerArgs,
+    #[command(flatten)]
+    drivers: provider::DriverFlags,
     /// Also serve the controllers' /metrics, /healthz and /readyz here.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<SocketAddr>,
@@ -407,6 +417,7 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         Some(profiles),
         "trellis".to_string(),
         capi,
+        args.drivers.clone(),
         controllers_shutdown.clone(),
     );
     // The shoot flow: gardenlet (a control namespace, a Cluster, a Worker
@@ -648,6 +659,7 @@ fn main() -> anyhow::Result<()> {
             Command::Profile { what } => profile::run(what).await,
             Command::Server(args) => run_server(args).await,
             Command::ControllerManager(args) => controller_manager::run(*args).await,
+            Command::Provider { what } => provider::run(what).await,
             Command::Bench { what } => bench::run(what).await,
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
             Command::Crds(args) => {
