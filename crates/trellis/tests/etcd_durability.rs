@@ -535,7 +535,7 @@ async fn acknowledged_writes_survive_server_and_member_kills() {
     };
     let endpoints = etcd.endpoints();
     let dirs = [data.path().join("a"), data.path().join("b")];
-    let mut srvs = vec![
+    let mut srvs = [
         start_server(&endpoints, &dirs[0], logs.path(), 0).await,
         start_server(&endpoints, &dirs[1], logs.path(), 1).await,
     ];
