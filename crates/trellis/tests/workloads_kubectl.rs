@@ -264,6 +264,55 @@ fn workloads_read_as_on_a_real_cluster() {
     let claims = jsonpath(&kc, &["pvc"], "{.items[*].metadata.name}");
     assert_eq!(claims, "data-db-0");
 
+    // A StatefulSet's history is its ControllerRevisions: a new template
+    // is revision 2, `rollout undo` brings revision 1 back as revision 3.
+    let out = kubectl(
+        &kc,
+        &["set", "image", "statefulset/db", "db=registry.invalid/db:2"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_until("two revisions", 60, || {
+        jsonpath(&kc, &["controllerrevisions"], "{.items[*].revision}")
+            .split(' ')
+            .count()
+            == 2
+    });
+    let history = stdout(&kubectl(&kc, &["rollout", "history", "statefulset/db"]));
+    assert!(history.contains("REVISION"), "{history}");
+    assert!(
+        kubectl(&kc, &["rollout", "undo", "statefulset/db"])
+            .status
+            .success()
+    );
+    wait_until("revision 3", 60, || {
+        let mut revs: Vec<String> = jsonpath(&kc, &["controllerrevisions"], "{.items[*].revision}")
+            .split(' ')
+            .map(str::to_string)
+            .collect();
+        revs.sort();
+        revs == ["2", "3"]
+    });
+    let table = stdout(&kubectl(&kc, &["get", "controllerrevisions"]));
+    assert!(
+        table
+            .lines()
+            .next()
+            .is_some_and(|h| h.split_whitespace().collect::<Vec<_>>()
+                == ["NAME", "CONTROLLER", "REVISION", "AGE"]),
+        "{table}"
+    );
+    assert_eq!(rows(&table, "db-").len(), 2, "{table}");
+    assert!(
+        rows(&table, "db-")
+            .iter()
+            .all(|r| r[1] == "statefulset.apps/db"),
+        "{table}"
+    );
+
     // `rollout restart`: a second ReplicaSet, revision 2.
     assert!(
         kubectl(&kc, &["rollout", "restart", "deployment/web"])
