@@ -315,6 +315,9 @@ pub async fn client_from_kubeconfig(
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
+    // kube-rs retries 429s by default; the prober must see them to back
+    // off (spec §1.6), and a probe must not outlast its timeout retrying.
+    config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| e.to_string())
 }
 

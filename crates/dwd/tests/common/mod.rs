@@ -69,8 +69,19 @@ pub async fn write_secret(seed: &kube::Client, url: &str) {
 
 /// The prober config of the tests: upstream's fields, test-scale times.
 pub fn prober_config(extra: &str, dependants: &str) -> dwd::ProberConfig {
+    // Test-scale defaults, unless `extra` sets the key.
+    let defaults: String = [
+        "probeTimeout: 2s",
+        "initialDelay: 0s",
+        "probeInterval: 200ms",
+        "backoffJitterFactor: 0",
+    ]
+    .iter()
+    .filter(|d| !extra.contains(d.split(':').next().unwrap_or_default()))
+    .map(|d| format!("{d}\n"))
+    .collect();
     dwd::ProberConfig::from_yaml(&format!(
-        "kubeConfigSecretName: {SECRET}\nprobeTimeout: 2s\ninitialDelay: 0s\nprobeInterval: 200ms\nbackoffJitterFactor: 0\n{extra}\ndependentResourceInfos:\n{dependants}"
+        "kubeConfigSecretName: {SECRET}\n{defaults}{extra}\ndependentResourceInfos:\n{dependants}"
     ))
     .unwrap()
 }
