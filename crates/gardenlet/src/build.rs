@@ -30,6 +30,9 @@ pub const FINALIZER: &str = "gardener";
 pub const KUBECONFIG_SECRET: &str = "kubeconfig";
 /// Key of the kubeconfig in [`KUBECONFIG_SECRET`].
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
+/// Name of the Secret dependency-watchdog's prober reads the shoot's
+/// kubeconfig from (upstream gardener's name; key [`KUBECONFIG_KEY`]).
+pub const DWD_PROBE_SECRET: &str = "shoot-access-dependency-watchdog-probe";
 /// Name of the provider credentials Secret the Worker refers to.
 pub const CLOUDPROVIDER_SECRET: &str = "cloudprovider";
 /// Key of the bootstrap document in a pool's user-data Secret.
@@ -253,6 +256,20 @@ pub fn cloudprovider_secret(technical_id: &str) -> Secret {
 pub fn kubeconfig_secret(technical_id: &str, kubeconfig: &str) -> Secret {
     secret(
         KUBECONFIG_SECRET,
+        technical_id,
+        BTreeMap::new(),
+        BTreeMap::from([(KUBECONFIG_KEY.to_string(), kubeconfig.as_bytes().to_vec())]),
+    )
+}
+
+/// The Secret dependency-watchdog's prober reaches the shoot's API with.
+/// Upstream's holds the token of a service account limited to what a
+/// probe reads; trellis's shoot API has no token requestor, so this holds
+/// the shoot's admin kubeconfig, under the name and key the prober looks
+/// for.
+pub fn dwd_probe_secret(technical_id: &str, kubeconfig: &str) -> Secret {
+    secret(
+        DWD_PROBE_SECRET,
         technical_id,
         BTreeMap::new(),
         BTreeMap::from([(KUBECONFIG_KEY.to_string(), kubeconfig.as_bytes().to_vec())]),

@@ -276,6 +276,14 @@ async fn deploy(
     .map_err(api_err("the kubeconfig secret"))?;
     create_or_replace(
         &secrets,
+        build::DWD_PROBE_SECRET,
+        build::dwd_probe_secret(id, cluster.kubeconfig()),
+        secret_differs,
+    )
+    .await
+    .map_err(api_err("the dependency-watchdog probe secret"))?;
+    create_or_replace(
+        &secrets,
         build::CLOUDPROVIDER_SECRET,
         build::cloudprovider_secret(id),
         secret_differs,

@@ -308,6 +308,17 @@ async fn shoot_lifecycle() {
     assert!(doc.contains("<<BOOTSTRAP_TOKEN>>") && doc.contains("<<MACHINE_NAME>>"));
     assert!(doc.contains("worker.gardener.cloud/pool=cpu"), "{doc}");
     assert!(secrets.get_opt("cloudprovider").await.unwrap().is_some());
+    // dependency-watchdog's prober reads the same shoot kubeconfig under
+    // upstream's Secret name.
+    let kubeconfig_of = async |name: &str| {
+        secrets.get(name).await.unwrap().data.unwrap()["kubeconfig"]
+            .0
+            .clone()
+    };
+    assert_eq!(
+        kubeconfig_of(gardenlet::build::DWD_PROBE_SECRET).await,
+        kubeconfig_of("kubeconfig").await
+    );
 
     // The kubeconfig Secret reaches an API of its own.
     let shoot_api = shoot_client(&seed).await.expect("the kubeconfig secret");
@@ -379,6 +390,13 @@ async fn shoot_lifecycle() {
         ("False".into(), "MissingNodes".into())
     );
     assert!(!status.hibernated);
+    // The Cluster shows the last operation, which is what lets
+    // dependency-watchdog start probing the shoot.
+    eventually("the Cluster to show the operation", 20, async || {
+        let c = clusters.get(ID).await.unwrap();
+        c.spec.shoot["status"]["lastOperation"]["state"] == "Succeeded"
+    })
+    .await;
 
     // Hibernation reaches the Cluster and asks the Worker's actuator to act.
     let shoots: Api<Shoot> = Api::namespaced(seed.clone(), "garden-dev");
