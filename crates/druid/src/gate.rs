@@ -8,6 +8,13 @@ use std::time::Duration;
 use crate::components::{OPERATION_ANNOTATION, SUSPEND_ANNOTATION};
 use crate::types::Etcd;
 
+/// Gardener's own operation annotation, which druid honours like its own
+/// (upstream accepts both and removes both once the spec is applied).
+pub const GARDENER_OPERATION_ANNOTATION: &str = "gardener.cloud/operation";
+
+/// The operation annotations a reconciled spec drops.
+pub const OPERATION_ANNOTATIONS: [&str; 2] = [OPERATION_ANNOTATION, GARDENER_OPERATION_ANNOTATION];
+
 /// `etcdStatusSyncPeriod`: the status flow runs at least this often.
 pub const STATUS_SYNC_PERIOD: Duration = Duration::from_secs(15);
 /// A component that asked to be looked at again.
@@ -23,9 +30,20 @@ fn annotation<'a>(etcd: &'a Etcd, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// The operation annotation asks for a reconcile.
+/// An operation annotation asks for a reconcile.
 pub fn reconcile_requested(etcd: &Etcd) -> bool {
-    annotation(etcd, OPERATION_ANNOTATION) == Some("reconcile")
+    OPERATION_ANNOTATIONS
+        .iter()
+        .any(|key| annotation(etcd, key) == Some("reconcile"))
+}
+
+/// The operation annotations present on `etcd`, which the pass that
+/// applied its spec removes.
+pub fn annotations_to_drop(etcd: &Etcd) -> Vec<&'static str> {
+    OPERATION_ANNOTATIONS
+        .into_iter()
+        .filter(|key| annotation(etcd, key).is_some())
+        .collect()
 }
 
 fn never_reconciled(etcd: &Etcd) -> bool {
@@ -49,6 +67,18 @@ pub fn update_wakes(old: &Etcd, new: &Etcd, auto_reconcile: bool) -> bool {
     let never = never_reconciled(new);
     (reconcile_requested(new) && (generation_changed || last_op_reconcile_succeeded(new) || never))
         || (auto_reconcile && (generation_changed || never))
+}
+
+/// The whole event filter of the etcd controller: a new Etcd (or one seen
+/// first after a restart) always passes; an update passes if
+/// [`update_wakes`] says so, or if it marks the Etcd for deletion (the
+/// deletion flow must run even when nothing else asks for a reconcile).
+/// Status-only writes, the controller's own included, never pass.
+pub fn event_passes(old: Option<&Etcd>, new: &Etcd, auto_reconcile: bool) -> bool {
+    let Some(old) = old else { return true };
+    let deletion_started =
+        old.metadata.deletion_timestamp.is_none() && new.metadata.deletion_timestamp.is_some();
+    deletion_started || update_wakes(old, new, auto_reconcile)
 }
 
 /// What one pass does with the spec.
@@ -139,6 +169,39 @@ mod tests {
         assert!(!update_wakes(&new, &new, true));
         // Never reconciled: the first pass applies the spec.
         assert_eq!(spec_pass(&etcd(1, None, &[]), false), SpecPass::Reconcile);
+    }
+
+    #[test]
+    fn scenario_02_gardeners_operation_annotation_counts_and_both_are_dropped() {
+        let e = etcd(
+            2,
+            Some(1),
+            &[
+                (GARDENER_OPERATION_ANNOTATION, "reconcile"),
+                ("unrelated", "x"),
+            ],
+        );
+        assert!(reconcile_requested(&e));
+        assert_eq!(annotations_to_drop(&e), [GARDENER_OPERATION_ANNOTATION]);
+        let other = etcd(2, Some(1), &[(OPERATION_ANNOTATION, "maintain")]);
+        assert!(!reconcile_requested(&other));
+        assert_eq!(annotations_to_drop(&other), [OPERATION_ANNOTATION]);
+    }
+
+    #[test]
+    fn the_event_filter_passes_creations_and_deletions_but_not_status_writes() {
+        let e = etcd(1, Some(1), &[]);
+        assert!(event_passes(None, &e, false));
+        let mut status_write = e.clone();
+        status_write.status.as_mut().unwrap().ready = Some(true);
+        assert!(!event_passes(Some(&e), &status_write, true));
+        let mut deleting = e.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        assert!(event_passes(Some(&e), &deleting, false));
+        assert!(!event_passes(Some(&deleting), &deleting, false));
     }
 
     #[test]

@@ -1,0 +1,339 @@
+//! The spec flow's decisions (spec §3 "Spec flow", "STS sync",
+//! "Deletion"): which components one pass applies and removes, what the
+//! StatefulSet step does, and when a deletion is done. Pure; the etcd
+//! controller applies what these return.
+
+use serde_json::Value;
+
+use crate::components::{self, DISABLE_RUNTIME_ANNOTATION, Names, Settings};
+use crate::types::Etcd;
+
+/// Runtime component creation is disabled by annotation: only the
+/// ConfigMap and a StatefulSet of 0 replicas are kept.
+pub fn runtime_disabled(etcd: &Etcd) -> bool {
+    etcd.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(DISABLE_RUNTIME_ANNOTATION))
+}
+
+/// A component by kind and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ref {
+    pub kind: &'static str,
+    pub name: String,
+}
+
+/// What the StatefulSet step saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StsObserved {
+    /// The set exists; `selector_matches`: its selector is druid's.
+    pub exists: bool,
+    pub selector_matches: bool,
+    /// `status.observedGeneration` is set (the spec was applied before).
+    pub reconciled_before: bool,
+    /// Pods with the Etcd's labels exist.
+    pub pods_exist: bool,
+    /// `status.members` of the Etcd.
+    pub members_in_status: i32,
+}
+
+/// The StatefulSet step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StsStep {
+    /// The selector is not druid's and it is immutable: delete the set
+    /// leaving its pods (orphan), recreate it on the next pass.
+    OrphanDelete,
+    /// Apply the set with `replicas`; `requeue`: look again before
+    /// declaring success.
+    Apply { replicas: i32, requeue: bool },
+}
+
+pub fn sts_step(etcd: &Etcd, o: &StsObserved) -> StsStep {
+    if runtime_disabled(etcd) {
+        return StsStep::Apply {
+            replicas: 0,
+            requeue: false,
+        };
+    }
+    if o.exists && !o.selector_matches {
+        return StsStep::OrphanDelete;
+    }
+    if !o.exists && o.reconciled_before && o.pods_exist {
+        // Someone deleted the set under running members: bring it back at
+        // the size the members had, not a size they never agreed on.
+        return StsStep::Apply {
+            replicas: o.members_in_status,
+            requeue: true,
+        };
+    }
+    StsStep::Apply {
+        replicas: etcd.spec.replicas,
+        requeue: false,
+    }
+}
+
+/// The components to apply in upstream's order, the StatefulSet last with
+/// `sts_replicas`. With runtime creation disabled only the ConfigMap and
+/// the StatefulSet.
+pub fn components_to_apply(etcd: &Etcd, sts_replicas: i32, settings: &Settings) -> Vec<Value> {
+    if runtime_disabled(etcd) {
+        return vec![
+            components::config_map(etcd),
+            components::statefulset(etcd, sts_replicas, settings),
+        ];
+    }
+    components::all(etcd, sts_replicas, settings)
+}
+
+/// Components this pass removes: the snapshot leases without a store, and
+/// with runtime creation disabled everything but the ConfigMap and the
+/// StatefulSet (member leases included).
+pub fn components_to_remove(etcd: &Etcd, existing_member_leases: &[String]) -> Vec<Ref> {
+    let n = Names::of(etcd);
+    let mut out = Vec::new();
+    if runtime_disabled(etcd) {
+        out.push(Ref {
+            kind: "ServiceAccount",
+            name: n.name.clone(),
+        });
+        out.push(Ref {
+            kind: "Role",
+            name: n.role(),
+        });
+        out.push(Ref {
+            kind: "RoleBinding",
+            name: n.role(),
+        });
+        for l in existing_member_leases {
+            out.push(Ref {
+                kind: "Lease",
+                name: l.clone(),
+            });
+        }
+        out.push(Ref {
+            kind: "PodDisruptionBudget",
+            name: n.name.clone(),
+        });
+        out.push(Ref {
+            kind: "Service",
+            name: n.client_service(),
+        });
+        out.push(Ref {
+            kind: "Service",
+            name: n.peer_service(),
+        });
+    }
+    if runtime_disabled(etcd) || etcd.spec.backup.store.is_none() {
+        out.push(Ref {
+            kind: "Lease",
+            name: n.full_snapshot_lease(),
+        });
+        out.push(Ref {
+            kind: "Lease",
+            name: n.delta_snapshot_lease(),
+        });
+    }
+    out
+}
+
+/// Upstream's error code of a failed component sync, from the
+/// component's `app.kubernetes.io/component` label.
+pub fn error_code(component: &str) -> &'static str {
+    match component {
+        "etcd-service-account" => "ERR_SYNC_SERVICE_ACCOUNT",
+        "etcd-druid-role" => "ERR_SYNC_ROLE",
+        "druid-role-binding" => "ERR_SYNC_ROLE_BINDING",
+        "etcd-member-lease" => "ERR_SYNC_MEMBER_LEASE",
+        "etcd-snapshot-lease" => "ERR_SYNC_SNAPSHOT_LEASE",
+        "etcd-pdb" => "ERR_SYNC_POD_DISRUPTION_BUDGET",
+        "etcd-client-service" => "ERR_SYNC_CLIENT_SERVICE",
+        "etcd-peer-service" => "ERR_SYNC_PEER_SERVICE",
+        "etcd-config" => "ERR_SYNC_CONFIGMAP",
+        "etcd-statefulset" => "ERR_SYNC_STATEFULSET",
+        _ => "ERR_SYNC",
+    }
+}
+
+/// The kinds the deletion flow deletes (every component kind; PVCs are
+/// not among them: the data outlives the Etcd).
+pub const COMPONENT_KINDS: [&str; 8] = [
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "Lease",
+    "PodDisruptionBudget",
+    "Service",
+    "ConfigMap",
+    "StatefulSet",
+];
+
+/// The deletion flow's verdict from what is left.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeletionStep {
+    /// Delete these (still present) and look again.
+    Delete(Vec<Ref>),
+    /// Nothing is left: remove the finalizer.
+    RemoveFinalizer,
+}
+
+pub fn deletion_step(remaining: Vec<Ref>) -> DeletionStep {
+    if remaining.is_empty() {
+        DeletionStep::RemoveFinalizer
+    } else {
+        DeletionStep::Delete(remaining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{BackupSpec, EtcdSpec, StoreSpec};
+
+    fn etcd(replicas: i32, store: bool, disabled: bool) -> Etcd {
+        let mut e = Etcd::new(
+            "e",
+            EtcdSpec {
+                replicas,
+                backup: BackupSpec {
+                    store: store.then(|| StoreSpec {
+                        prefix: "e".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        e.metadata.namespace = Some("ns".into());
+        if disabled {
+            e.metadata.annotations =
+                Some([(DISABLE_RUNTIME_ANNOTATION.to_string(), String::new())].into());
+        }
+        e
+    }
+
+    fn kinds(v: &[Value]) -> Vec<String> {
+        v.iter()
+            .map(|o| o["kind"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn scenario_01_a_new_etcd_applies_every_component_with_the_spec_replicas() {
+        let e = etcd(3, true, false);
+        let step = sts_step(&e, &StsObserved::default());
+        assert_eq!(
+            step,
+            StsStep::Apply {
+                replicas: 3,
+                requeue: false
+            }
+        );
+        assert_eq!(components_to_apply(&e, 3, &Settings::default()).len(), 13);
+        assert!(components_to_remove(&e, &[]).is_empty());
+    }
+
+    #[test]
+    fn scenario_09_without_a_store_the_snapshot_leases_are_removed() {
+        let e = etcd(1, false, false);
+        let names: Vec<String> = components_to_remove(&e, &[])
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["e-full-snap", "e-delta-snap"]);
+    }
+
+    #[test]
+    fn a_deleted_statefulset_with_running_members_comes_back_at_their_size() {
+        let e = etcd(3, true, false);
+        let o = StsObserved {
+            reconciled_before: true,
+            pods_exist: true,
+            members_in_status: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            sts_step(&e, &o),
+            StsStep::Apply {
+                replicas: 1,
+                requeue: true
+            }
+        );
+        let no_pods = StsObserved {
+            pods_exist: false,
+            ..o
+        };
+        assert_eq!(
+            sts_step(&e, &no_pods),
+            StsStep::Apply {
+                replicas: 3,
+                requeue: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_foreign_selector_orphan_deletes_the_statefulset() {
+        let e = etcd(3, true, false);
+        let o = StsObserved {
+            exists: true,
+            selector_matches: false,
+            ..Default::default()
+        };
+        assert_eq!(sts_step(&e, &o), StsStep::OrphanDelete);
+    }
+
+    #[test]
+    fn disabled_runtime_keeps_only_the_config_map_and_an_empty_statefulset() {
+        let e = etcd(3, true, true);
+        assert_eq!(
+            sts_step(&e, &StsObserved::default()),
+            StsStep::Apply {
+                replicas: 0,
+                requeue: false
+            }
+        );
+        assert_eq!(
+            kinds(&components_to_apply(&e, 0, &Settings::default())),
+            ["ConfigMap", "StatefulSet"]
+        );
+        let removed = components_to_remove(&e, &["e-0".to_string()]);
+        assert!(removed.contains(&Ref {
+            kind: "Lease",
+            name: "e-0".into()
+        }));
+        assert!(
+            removed
+                .iter()
+                .all(|r| r.kind != "ConfigMap" && r.kind != "StatefulSet")
+        );
+    }
+
+    #[test]
+    fn every_component_has_its_error_code() {
+        let e = etcd(3, true, false);
+        let codes: Vec<&str> = components_to_apply(&e, 3, &Settings::default())
+            .iter()
+            .map(|o| {
+                error_code(
+                    o["metadata"]["labels"]["app.kubernetes.io/component"]
+                        .as_str()
+                        .unwrap(),
+                )
+            })
+            .collect();
+        assert!(!codes.contains(&"ERR_SYNC"), "{codes:?}");
+        assert_eq!(codes.last(), Some(&"ERR_SYNC_STATEFULSET"));
+    }
+
+    #[test]
+    fn scenario_17_the_finalizer_goes_only_when_nothing_remains() {
+        let left = vec![Ref {
+            kind: "StatefulSet",
+            name: "e".into(),
+        }];
+        assert_eq!(deletion_step(left.clone()), DeletionStep::Delete(left));
+        assert_eq!(deletion_step(Vec::new()), DeletionStep::RemoveFinalizer);
+    }
+}
