@@ -3,6 +3,8 @@
 //! references that cannot be read, node sync, health verdicts and the
 //! deletion flow.
 
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::testing::{
     BOOTSTRAP_API, INFRA_API, at, cluster, deleting, machine, node, provider_object,
