@@ -264,12 +264,28 @@ async fn a_resource_that_never_turns_ready_ends_its_level_after_the_short_wait()
         "",
         &dependant("machine-controller-manager", false, 0, 0, "0s"),
     );
-    let report = scaler(&client, &config)
-        .run(Operation::ScaleUp, "test", &CancellationToken::new())
-        .await
-        .expect("the flow succeeds on the retry");
+    let shared = shared(&client);
+    let report = Scaler::new(
+        client.clone(),
+        NS,
+        config.dependent_resource_infos.clone(),
+        shared.recorder,
+        shared.metrics.clone(),
+    )
+    .run(Operation::ScaleUp, "test", &CancellationToken::new())
+    .await
+    .expect("the flow succeeds on the retry");
     let mcm = report.task("machine-controller-manager").unwrap();
     assert_eq!(mcm.outcome, Ok(Outcome::Unchanged));
+    // The retry had nothing left to do, but the task did scale.
+    assert!(mcm.scaled_at.is_some());
+    assert!(
+        shared.metrics.encode().contains(
+            r#"dwd_prober_scale_operations_total{namespace="shoot--p--a",resource="machine-controller-manager",operation="scale_up",result="scaled"} 1"#
+        ),
+        "{}",
+        shared.metrics.encode()
+    );
     let took = mcm.ended - mcm.started;
     assert!(
         took >= Duration::from_secs(4) && took < Duration::from_secs(8),

@@ -227,9 +227,17 @@ impl Scaler {
         }
         let name = d.reference.name.as_str();
         match &outcome {
-            Ok(o) => self
-                .metrics
-                .scale_operation(&self.namespace, name, op.label(), o.label()),
+            // An attempt that wrote the scale and then timed out waiting
+            // for readiness leaves the retry nothing to do: the task still
+            // scaled.
+            Ok(o) => {
+                let label = match o {
+                    Outcome::Unchanged if scaled_at.is_some() => "scaled",
+                    o => o.label(),
+                };
+                self.metrics
+                    .scale_operation(&self.namespace, name, op.label(), label);
+            }
             Err(e) => {
                 self.metrics
                     .scale_operation(&self.namespace, name, op.label(), "failed");
