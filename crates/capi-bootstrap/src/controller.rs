@@ -144,6 +144,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A cache the controllers need never filled (from [`run`]).
+    #[error(transparent)]
+    WatchFailed(#[from] capi::controllers::informer::WatchFailed),
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -384,7 +387,7 @@ pub async fn run(
     target: kube::Client,
     config: Config,
     shutdown: Shared<BoxFuture<'static, ()>>,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let (triggers, rx) = Triggers::<TrellisConfig>::new();
     let configs = informer(
         Api::<TrellisConfig>::all(client.clone()),

@@ -238,6 +238,9 @@ pub enum Error {
     },
     #[error("deleting the VM failed: {0}")]
     DriverDeleteFailed(String),
+    /// A cache the controllers need never filled (from [`run`]).
+    #[error(transparent)]
+    WatchFailed(#[from] capi::controllers::informer::WatchFailed),
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -674,7 +677,7 @@ pub async fn run(
     driver: Arc<dyn Driver>,
     config: Config,
     shutdown: Shared<BoxFuture<'static, ()>>,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let (mt, machine_rx) = Triggers::<LocalMachine>::new();
     let (ct, cluster_rx) = Triggers::<LocalCluster>::new();
     let local_machines = informer(

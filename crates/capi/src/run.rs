@@ -60,7 +60,7 @@ pub async fn run(
     target: Option<kube::Client>,
     config: Config,
     shutdown: Shared<BoxFuture<'static, ()>>,
-) -> anyhow::Result<()> {
+) -> Result<(), controllers::Error> {
     let (cluster_t, cluster_rx) = Triggers::<Cluster>::new();
     let (machine_t, machine_rx) = Triggers::<Machine>::new();
     let (set_t, set_rx) = Triggers::<MachineSet>::new();

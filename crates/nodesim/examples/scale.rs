@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
@@ -79,8 +78,11 @@ fn cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// Whatever went wrong, printed by `main` (an example needs no error enum).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// An embedded API server on `addr`, serving until the process ends.
-async fn embedded(addr: &str) -> anyhow::Result<String> {
+async fn embedded(addr: &str) -> Result<String, BoxError> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let cluster = apiserver::cluster::Cluster::builder()
         .listener(listener)
@@ -108,7 +110,7 @@ fn spec(i: usize) -> NodeSpec {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     if let Some(addr) = &args.serve {
         let url = embedded(addr).await?;
@@ -121,7 +123,7 @@ async fn main() -> anyhow::Result<()> {
         Some(u) => (u.clone(), false),
         None => (embedded("127.0.0.1:0").await?, true),
     };
-    let mut config = kube::Config::new(url.parse().context("server URL")?);
+    let mut config = kube::Config::new(url.parse().map_err(|e| format!("server URL: {e}"))?);
     config.default_retry = false;
     let client = kube::Client::try_from(config)?;
     let baseline = rss_mib();

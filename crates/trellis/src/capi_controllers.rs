@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use futures::TryFutureExt as _;
 use futures::future::{BoxFuture, Shared};
 
 /// How Cluster API runs in a controller process.
@@ -77,7 +78,12 @@ pub async fn run(
         },
         shutdown,
     );
-    let result = tokio::try_join!(core, bootstrap, infrastructure).map(|_| ());
+    let result = tokio::try_join!(
+        core.err_into::<anyhow::Error>(),
+        bootstrap.err_into::<anyhow::Error>(),
+        infrastructure.err_into::<anyhow::Error>(),
+    )
+    .map(|_| ());
     provider.simulator().shutdown();
     result
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::Api;
-use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::store::{Writer, WriterDropped};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
@@ -25,6 +25,16 @@ use tokio::sync::mpsc;
 /// Called with every object the watch sees (applied, listed or deleted).
 pub type Sink<K> = Box<dyn Fn(&K) + Send + Sync>;
 
+/// A watch that stopped before its first list (only when the task running
+/// it ended), named by the kind it watched.
+#[derive(Debug, thiserror::Error)]
+#[error("watching {kind} failed before the first list")]
+pub struct WatchFailed {
+    pub kind: String,
+    #[source]
+    source: WriterDropped,
+}
+
 /// Starts watching `api` into a cache; returns the cache once it has been
 /// filled. Watch errors are retried with backoff by the watcher.
 pub async fn informer<K>(
@@ -32,7 +42,7 @@ pub async fn informer<K>(
     dyntype: K::DynamicType,
     sinks: Vec<Sink<K>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<Store<K>, kube::runtime::reflector::store::WriterDropped>
+) -> Result<Store<K>, WatchFailed>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
@@ -67,7 +77,13 @@ where
             _ = shutdown => {}
         }
     });
-    store.wait_until_ready().await?;
+    store
+        .wait_until_ready()
+        .await
+        .map_err(|source| WatchFailed {
+            kind: K::kind(&dyntype).into_owned(),
+            source,
+        })?;
     Ok(store)
 }
 

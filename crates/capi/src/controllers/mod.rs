@@ -69,6 +69,9 @@ pub enum Error {
     /// retried with backoff.
     #[error("{0}")]
     Plan(String),
+    /// A cache the controllers need never filled (from [`run`](crate::run::run)).
+    #[error(transparent)]
+    WatchFailed(#[from] informer::WatchFailed),
 }
 
 impl Error {
