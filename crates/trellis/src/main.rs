@@ -7,6 +7,7 @@ mod capi_admission;
 mod capi_controllers;
 mod controller_manager;
 mod demo;
+mod dependency_watchdog;
 mod druid_admission;
 mod etcd_store;
 mod gardener_admission;
@@ -50,7 +51,8 @@ enum Command {
     /// Run trellis on this machine: the embedded API server on a durable
     /// store in the per-user data directory, and every controller with the
     /// local provider, in one process.
-    Up(UpArgs),
+    // Boxed: its flags make it far larger than every other command.
+    Up(Box<UpArgs>),
     /// Show machine deployments, machine sets and machines as a tree with
     /// each machine's phase, node, age and last operation.
     #[command(alias = "describe")]
@@ -67,6 +69,14 @@ enum Command {
     /// (the control and target clusters may be the same).
     // Boxed: its many flags would make every variant as large.
     ControllerManager(Box<controller_manager::Args>),
+    /// Run one half of dependency-watchdog against a seed: the prober
+    /// (scales each shoot's controllers down while its node leases are
+    /// lost) or the weeder (restarts crash-looping dependants once the
+    /// service they wait for is ready).
+    DependencyWatchdog {
+        #[command(subcommand)]
+        what: dependency_watchdog::Command,
+    },
     /// Print every CRD manifest trellis serves, for installing on a real cluster.
     Crds(CrdsArgs),
     /// Run a machine provider out of process: it connects to a
@@ -392,9 +402,12 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         None => None,
     };
     let metrics = Arc::new(mcm::metrics::Metrics::new());
+    let dwd_metrics = Arc::new(dwd::Metrics::new());
     if let Some(addr) = args.metrics_listen {
-        let addr = controller_manager::serve_telemetry(addr, metrics.clone()).await?;
-        tracing::info!(%addr, "serving the controllers' /metrics, /healthz and /readyz");
+        let addr =
+            dependency_watchdog::serve_up_telemetry(addr, metrics.clone(), dwd_metrics.clone())
+                .await?;
+        tracing::info!(%addr, "serving the controllers' /metrics, /healthz and /readyz, and dependency-watchdog's /dependency-watchdog/metrics");
     }
     // `up` is the only process of its data directory, so no leader
     // election: it would only delay every restart by a lease duration.
@@ -443,13 +456,17 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
     // kube-controller-manager's part for the seed's workloads: Deployments,
     // ReplicaSets, StatefulSets, Jobs, CronJobs and EndpointSlices (on a
     // real cluster its own kube-controller-manager does this).
+    // dependency-watchdog's prober and weeder with the default configs of
+    // examples/dwd/: every shoot's control namespace is protected.
+    let watchdog =
+        dependency_watchdog::run_in_up(client.clone(), dwd_metrics, controllers_shutdown.clone());
     let workloads = workloads::run(
         client.clone(),
         workloads::Config::default(),
         controllers_shutdown,
     );
     let mut controllers = tokio::spawn(async move {
-        tokio::try_join!(machines, gardenlet, workers, workloads).map(|_| ())
+        tokio::try_join!(machines, gardenlet, workers, workloads, watchdog).map(|_| ())
     });
     println!(
         "trellis is up: API server on {} with every controller",
@@ -652,7 +669,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let result = rt.block_on(async move {
         match cli.command {
-            Command::Up(args) => run_up(args, launched).await,
+            Command::Up(args) => run_up(*args, launched).await,
             // Handled before the runtime started.
             Command::Kubelet { .. } => Ok(()),
             Command::Status(args) => status::run(args).await,
@@ -662,6 +679,7 @@ fn main() -> anyhow::Result<()> {
             Command::Provider { what } => provider::run(what).await,
             Command::Bench { what } => bench::run(what).await,
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
+            Command::DependencyWatchdog { what } => dependency_watchdog::run(what).await,
             Command::Crds(args) => {
                 let mut docs = vec![
                     api::crds_yaml(),
