@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use capi::types::labels;
 use capi::{Cluster, Machine, MachineDeployment, MachineSet};
-use common::{apply, dynamic, stack, wait_for};
+use common::{apply, dynamic, eventually, stack};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -68,7 +68,7 @@ async fn a_machine_deployment_comes_up_through_every_phase_and_goes_away_with_it
     let history = record_phases(&s.client);
     apply(&s.client, CLUSTER).await;
     apply(&s.client, DEPLOYMENT).await;
-    wait_for("3 Running machines", 60, async || {
+    eventually("3 Running machines", 60, async || {
         running(&s.client).await == 3
     })
     .await;
@@ -165,7 +165,7 @@ async fn a_machine_deployment_comes_up_through_every_phase_and_goes_away_with_it
         assert_eq!(na[labels::NODE_MACHINE], m.name());
     }
     // The deployment reports them.
-    wait_for("deployment status", 30, async || {
+    eventually("deployment status", 30, async || {
         let md = Api::<MachineDeployment>::namespaced(s.client.clone(), "default")
             .get("capi-quickstart-md-0")
             .await
@@ -193,7 +193,7 @@ async fn a_machine_deployment_comes_up_through_every_phase_and_goes_away_with_it
         .delete("capi-quickstart", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("the Cluster to be gone", 60, async || {
+    eventually("the Cluster to be gone", 60, async || {
         Api::<Cluster>::namespaced(s.client.clone(), "default")
             .get_opt("capi-quickstart")
             .await
@@ -201,7 +201,7 @@ async fn a_machine_deployment_comes_up_through_every_phase_and_goes_away_with_it
             .is_none()
     })
     .await;
-    wait_for("everything else to be gone", 60, async || {
+    eventually("everything else to be gone", 60, async || {
         let md = Api::<MachineDeployment>::namespaced(s.client.clone(), "default")
             .list(&ListParams::default())
             .await
@@ -302,7 +302,7 @@ spec:
             .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
             .unwrap_or_default()
     };
-    wait_for("the unknown kind to be reported", 30, async || {
+    eventually("the unknown kind to be reported", 30, async || {
         let m = api.get("unknown-kind").await.unwrap();
         condition(&m, "InfrastructureReady").1 == "InvalidReference"
     })
@@ -317,7 +317,7 @@ spec:
         Some("Provisioning")
     );
 
-    wait_for("the stuck Machine to say why", 30, async || {
+    eventually("the stuck Machine to say why", 30, async || {
         let m = api.get("never-ready").await.unwrap();
         condition(&m, "BootstrapReady").1 == "WaitingForClusterInfrastructure"
     })
@@ -373,7 +373,7 @@ async fn a_new_infrastructure_template_rolls_out_within_surge_and_unavailable() 
     let s = stack().await;
     apply(&s.client, CLUSTER).await;
     apply(&s.client, DEPLOYMENT).await;
-    wait_for("3 Running machines", 60, async || {
+    eventually("3 Running machines", 60, async || {
         running(&s.client).await == 3
     })
     .await;
@@ -460,7 +460,7 @@ async fn a_killed_node_is_remediated_but_not_when_too_many_are_down() {
     let mhc =
         include_str!("../../../examples/cluster-api/machinehealthcheck.yaml").replace("30s", "2s");
     apply(&s.client, &mhc).await;
-    wait_for("3 Running machines", 60, async || {
+    eventually("3 Running machines", 60, async || {
         running(&s.client).await == 3
     })
     .await;
@@ -478,7 +478,7 @@ async fn a_killed_node_is_remediated_but_not_when_too_many_are_down() {
     let first: Vec<Machine> = machines(&s.client).await;
     let victim = first[0].name().to_string();
     kill(&victim).await;
-    wait_for("the killed Machine to be replaced", 60, async || {
+    eventually("the killed Machine to be replaced", 60, async || {
         let snap = snapshot(&s.client).await;
         !snap.contains_key(&victim)
             && snap.values().filter(|(p, d)| p == "Running" && !d).count() == 3
@@ -494,7 +494,7 @@ async fn a_killed_node_is_remediated_but_not_when_too_many_are_down() {
     kill(&now[0]).await;
     kill(&now[1]).await;
     let checks = dynamic(&s.client, "cluster.x-k8s.io/v1beta1", "MachineHealthCheck").await;
-    wait_for("remediation to be refused", 30, async || {
+    eventually("remediation to be refused", 30, async || {
         let c = checks.get("capi-quickstart-md-0").await.unwrap();
         c.data["status"]["conditions"]
             .as_array()

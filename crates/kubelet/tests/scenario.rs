@@ -6,12 +6,13 @@
 //! protocol; an unknown image leaves the pod Pending with an event naming
 //! it; deleting a pod stops its processes and removes it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
+use testkit::eventually;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 struct Kubelet {
@@ -63,17 +64,6 @@ async fn start() -> Kubelet {
         client,
         stop: Some(tx),
         pki,
-    }
-}
-
-async fn eventually<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -5,11 +5,12 @@
 //! (root, or unprivileged user namespaces).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kubelet::runtime::{Runtime, Stop};
 use kubelet::state::{LaunchSpec, Mount};
 use kubelet::view::AttemptState;
+use testkit::eventually_blocking;
 
 /// A data dir whose shims are all killed when the test ends, passed or not.
 struct Fixture {
@@ -39,17 +40,9 @@ fn spec(script: &str) -> LaunchSpec {
     }
 }
 
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
 fn exited(rt: &Runtime, name: &str, i: u32) -> kubelet::view::Exit {
     let mut out = None;
-    wait_for("the attempt to exit", || {
+    eventually_blocking("the attempt to exit", 15, || {
         match rt.attempt("u1", name, i).state {
             AttemptState::Exited(e) => {
                 out = Some(e);
@@ -62,7 +55,7 @@ fn exited(rt: &Runtime, name: &str, i: u32) -> kubelet::view::Exit {
 }
 
 fn running(rt: &Runtime, name: &str, i: u32) {
-    wait_for("the attempt to run", || {
+    eventually_blocking("the attempt to run", 15, || {
         matches!(
             rt.attempt("u1", name, i).state,
             AttemptState::Running { .. }
@@ -189,7 +182,7 @@ fn stop_sends_sigterm_and_kill_ends_what_ignores_it() {
     .unwrap();
     running(&f.rt, "polite", 0);
     running(&f.rt, "stubborn", 0);
-    wait_for("output", || {
+    eventually_blocking("output", 15, || {
         log(&f.rt, "polite", 0).contains("up") && log(&f.rt, "stubborn", 0).contains("up")
     });
     assert!(f.rt.stop("u1", "polite", 0, Stop::Term));
@@ -240,7 +233,7 @@ fn a_killed_shim_takes_its_container_and_daemons_along() {
     s.argv = vec!["bash".into(), "-c".into(), script.clone()];
     f.rt.start("u1", "c", 0, &s).unwrap();
     running(&f.rt, "c", 0);
-    wait_for("both processes", || processes_with(&marker).len() >= 2);
+    eventually_blocking("both processes", 15, || processes_with(&marker).len() >= 2);
     let live = f.rt.live();
     assert_eq!(live.len(), 1);
     // A new Runtime (trellis restarted) sees the same attempt running.
@@ -250,7 +243,7 @@ fn a_killed_shim_takes_its_container_and_daemons_along() {
         AttemptState::Running { .. }
     ));
     assert!(again.kill_shim("u1", "c", 0));
-    wait_for("every process of the container to end", || {
+    eventually_blocking("every process of the container to end", 15, || {
         processes_with(&marker).is_empty()
     });
     let e = exited(&again, "c", 0);

@@ -6,7 +6,8 @@
 //!   output; [`kubeconfig`]: a client configuration from a kubeconfig
 //!   document, as users build theirs.
 //! * [`eventually`]: poll until a condition holds or a timeout fails the
-//!   test ([`eventually_or`]: reporting what it saw first).
+//!   test ([`eventually_or`]: reporting what it saw first;
+//!   [`eventually_blocking`]: for tests without an async runtime).
 //! * [`sim`]: the simulated kubelets' timing at test scale.
 //! * [`objects`]: namespaces and objects created from JSON.
 //! * [`disk`]: a really full disk (a small tmpfs).
@@ -29,4 +30,4 @@ pub mod sim;
 pub use embedded::{Cluster, bare_cluster, cluster, init_tracing, kubeconfig};
 #[cfg(feature = "cluster")]
 pub use objects::{create, namespace};
-pub use poll::{Outcome, eventually, eventually_or};
+pub use poll::{Outcome, eventually, eventually_blocking, eventually_or};

@@ -60,6 +60,25 @@ pub async fn eventually_or<O: Outcome>(
     }
 }
 
+/// [`eventually`] for tests without an async runtime (a process or thread
+/// watched from plain test code): sleeps the thread between polls.
+pub fn eventually_blocking<O: Outcome>(
+    what: &str,
+    secs: u64,
+    mut check: impl FnMut() -> O,
+) -> O::Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().reached() {
+            return v;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out waiting for {what} ({secs}s)");
+        }
+        std::thread::sleep(INTERVAL);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +94,19 @@ mod tests {
         assert_eq!(found, 3);
         let mut held = false;
         eventually("a flag", 5, async || std::mem::replace(&mut held, true)).await;
+    }
+
+    #[test]
+    fn blocking_returns_what_it_found_and_fails_naming_what() {
+        let mut polls = 0;
+        let found = eventually_blocking("the second poll", 5, || {
+            polls += 1;
+            (polls == 2).then_some(polls)
+        });
+        assert_eq!(found, 2);
+        let failed = std::panic::catch_unwind(|| eventually_blocking("never", 0, || false));
+        let message = *failed.unwrap_err().downcast::<String>().unwrap();
+        assert_eq!(message, "timed out waiting for never (0s)");
     }
 
     #[tokio::test]

@@ -52,7 +52,7 @@ async fn crashes_neither_break_rollout_bounds_nor_count_pods_twice() {
             && s.replicas == Some(4)
             && s.available_replicas == Some(4)
     };
-    wait_for("the first rollout", 30, done).await;
+    eventually("the first rollout", 30, done).await;
 
     let violations: Arc<Mutex<Vec<String>>> = Arc::default();
     let sampling = Arc::new(AtomicBool::new(true));
@@ -114,7 +114,7 @@ async fn crashes_neither_break_rollout_bounds_nor_count_pods_twice() {
         }
         running = controllers(client.clone(), std::future::pending());
     }
-    wait_for("the second rollout", 60, done).await;
+    eventually("the second rollout", 60, done).await;
     let job = async || {
         let lp = ListParams::default().labels("batch.kubernetes.io/job-name=batch");
         for p in pods.list(&lp).await.unwrap().items {
@@ -130,7 +130,7 @@ async fn crashes_neither_break_rollout_bounds_nor_count_pods_twice() {
                 .any(|c| c.type_ == "Complete" && c.status == "True")
         })
     };
-    wait_for("the job complete", 60, job).await;
+    eventually("the job complete", 60, job).await;
     sampling.store(false, Ordering::SeqCst);
     sampler.await.unwrap();
     assert!(violations.lock().is_empty(), "{:?}", violations.lock());

@@ -34,7 +34,7 @@ async fn a_cronjob_starts_jobs_on_schedule() {
     let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), NS);
     // The next minute comes within 60 s.
     let mut started = None;
-    wait_for("a job at the next minute", 75, async || {
+    eventually("a job at the next minute", 75, async || {
         started = jobs.list(&ListParams::default()).await.unwrap().items.pop();
         started.is_some()
     })
@@ -52,7 +52,7 @@ async fn a_cronjob_starts_jobs_on_schedule() {
         (owner.kind.as_str(), owner.controller),
         ("CronJob", Some(true))
     );
-    wait_for("the job listed as active", 30, async || {
+    eventually("the job listed as active", 30, async || {
         let s = cronjobs
             .get("hello")
             .await
@@ -67,7 +67,7 @@ async fn a_cronjob_starts_jobs_on_schedule() {
 
     // Its pod succeeds: the Job completes and the CronJob notes it.
     let mut pod_name = None;
-    wait_for("the job's pod", 30, async || {
+    eventually("the job's pod", 30, async || {
         pod_name = live_pods(&client, NS)
             .await
             .pop()
@@ -76,7 +76,7 @@ async fn a_cronjob_starts_jobs_on_schedule() {
     })
     .await;
     mark_finished(&client, NS, pod_name.as_deref().unwrap(), true).await;
-    wait_for("the success recorded", 30, async || {
+    eventually("the success recorded", 30, async || {
         let s = cronjobs
             .get("hello")
             .await

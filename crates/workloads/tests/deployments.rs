@@ -59,7 +59,7 @@ async fn a_deployment_rolls_out_within_its_bounds_restarts_and_scales_to_zero() 
     create::<Deployment>(&client, NS, web(3, "nginx:1")).await;
 
     // Three pods with one ReplicaSet, named and labelled as upstream.
-    wait_for("3 ready pods", 30, async || rolled_out(&client, 3).await).await;
+    eventually("3 ready pods", 30, async || rolled_out(&client, 3).await).await;
     let rs = sets(&client).await;
     assert_eq!(rs.len(), 1);
     let first = rs[0].clone();
@@ -152,7 +152,7 @@ async fn a_deployment_rolls_out_within_its_bounds_restarts_and_scales_to_zero() 
         .patch("web", &PatchParams::default(), &Patch::Strategic(&image))
         .await
         .unwrap();
-    wait_for("the rollout to nginx:2", 60, async || {
+    eventually("the rollout to nginx:2", 60, async || {
         rolled_out(&client, 3).await && sets(&client).await.len() == 2
     })
     .await;
@@ -192,7 +192,7 @@ async fn a_deployment_rolls_out_within_its_bounds_restarts_and_scales_to_zero() 
         .patch("web", &PatchParams::default(), &Patch::Strategic(&restart))
         .await
         .unwrap();
-    wait_for("the restart", 60, async || {
+    eventually("the restart", 60, async || {
         rolled_out(&client, 3).await && sets(&client).await.len() == 3
     })
     .await;
@@ -217,11 +217,11 @@ async fn a_deployment_rolls_out_within_its_bounds_restarts_and_scales_to_zero() 
         )
         .await
         .unwrap();
-    wait_for("no pods", 30, async || {
+    eventually("no pods", 30, async || {
         live_pods(&client, NS).await.is_empty()
     })
     .await;
-    wait_for("the status at zero", 30, async || {
+    eventually("the status at zero", 30, async || {
         let s = deployment(&client).await.status.unwrap_or_default();
         s.replicas == Some(0) && s.available_replicas == Some(0)
     })
@@ -256,7 +256,7 @@ async fn orphaned_pods_are_adopted_and_released_pods_replaced() {
                                      "spec": {"containers": [{"name": "c", "image": "postgres"}]}}}}),
     )
     .await;
-    wait_for("the stray pod adopted and one more made", 30, async || {
+    eventually("the stray pod adopted and one more made", 30, async || {
         let pods = live_pods(&client, NS).await;
         pods.len() == 2
             && pods.iter().all(|p| {
@@ -276,7 +276,7 @@ async fn orphaned_pods_are_adopted_and_released_pods_replaced() {
     )
     .await
     .unwrap();
-    wait_for("the stray pod released and replaced", 30, async || {
+    eventually("the stray pod released and replaced", 30, async || {
         let all = live_pods(&client, NS).await;
         let stray = all
             .iter()

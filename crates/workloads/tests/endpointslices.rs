@@ -60,7 +60,7 @@ async fn a_services_slice_follows_pod_readiness() {
     create::<Service>(&client, NS, service("all", true)).await;
     // No pods yet: one placeholder slice without endpoints.
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
-    wait_for("the placeholder", 30, async || {
+    eventually("the placeholder", 30, async || {
         let lp = ListParams::default().labels("kubernetes.io/service-name=web");
         let items = slices.list(&lp).await.unwrap().items;
         items.len() == 1 && items[0].endpoints.is_empty()
@@ -72,32 +72,32 @@ async fn a_services_slice_follows_pod_readiness() {
     mark_ready(&client, NS, "a", "127.0.2.1").await;
     mark_unready(&client, NS, "b").await;
     // b has no IP yet: it is not an endpoint at all.
-    wait_for("a ready endpoint", 30, async || {
+    eventually("a ready endpoint", 30, async || {
         endpoints(&client, "web").await == [ep("a", "127.0.2.1", true)]
     })
     .await;
     // b gets an IP but is not ready.
     mark_ready(&client, NS, "b", "127.0.2.2").await;
     mark_unready(&client, NS, "b").await;
-    wait_for("b listed not ready", 30, async || {
+    eventually("b listed not ready", 30, async || {
         endpoints(&client, "web").await == [ep("a", "127.0.2.1", true), ep("b", "127.0.2.2", false)]
     })
     .await;
     // publishNotReadyAddresses lists it as ready.
-    wait_for("b ready for the publishing service", 30, async || {
+    eventually("b ready for the publishing service", 30, async || {
         endpoints(&client, "all").await == [ep("a", "127.0.2.1", true), ep("b", "127.0.2.2", true)]
     })
     .await;
     mark_ready(&client, NS, "b", "127.0.2.2").await;
     mark_unready(&client, NS, "a").await;
-    wait_for("readiness flipped", 30, async || {
+    eventually("readiness flipped", 30, async || {
         endpoints(&client, "web").await == [ep("a", "127.0.2.1", false), ep("b", "127.0.2.2", true)]
     })
     .await;
 
     // The core/v1 Endpoints say the same.
     let eps: Api<Endpoints> = Api::namespaced(client.clone(), NS);
-    wait_for("the Endpoints", 30, async || {
+    eventually("the Endpoints", 30, async || {
         let Ok(e) = eps.get("web").await else {
             return false;
         };
@@ -146,7 +146,7 @@ async fn a_services_slice_follows_pod_readiness() {
     )
     .await
     .unwrap();
-    wait_for("a gone from the slice", 30, async || {
+    eventually("a gone from the slice", 30, async || {
         endpoints(&client, "web").await == [ep("b", "127.0.2.2", true)]
     })
     .await;
@@ -154,7 +154,7 @@ async fn a_services_slice_follows_pod_readiness() {
     // A deleted Service takes its Endpoints along.
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
     services.delete("web", &Default::default()).await.unwrap();
-    wait_for("the Endpoints gone", 30, async || {
+    eventually("the Endpoints gone", 30, async || {
         eps.get_opt("web").await.unwrap().is_none()
     })
     .await;

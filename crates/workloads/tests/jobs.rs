@@ -55,7 +55,7 @@ async fn pending_pod(client: &kube::Client, name: &str) -> Option<Pod> {
 /// Waits for the Job's next pod and finishes it.
 async fn finish_next(client: &kube::Client, name: &str, ok: bool) -> Pod {
     let mut found = None;
-    wait_for("the job's next pod", 30, async || {
+    eventually("the job's next pod", 30, async || {
         found = pending_pod(client, name).await;
         found.is_some()
     })
@@ -83,17 +83,17 @@ async fn a_job_that_fails_twice_then_succeeds_completes() {
     let owner = &first.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Job", "pi"));
     assert!(first.metadata.name.as_deref().unwrap().starts_with("pi-"));
-    wait_for("the first failure counted", 30, async || {
+    eventually("the first failure counted", 30, async || {
         job(&client, "pi").await.and_then(|j| j.status?.failed) == Some(1)
     })
     .await;
     finish_next(&client, "pi", false).await;
-    wait_for("the second failure counted", 30, async || {
+    eventually("the second failure counted", 30, async || {
         job(&client, "pi").await.and_then(|j| j.status?.failed) == Some(2)
     })
     .await;
     finish_next(&client, "pi", true).await;
-    wait_for("the job complete", 30, async || {
+    eventually("the job complete", 30, async || {
         job(&client, "pi")
             .await
             .is_some_and(|j| condition(&j, "Complete").is_some())
@@ -130,7 +130,7 @@ async fn too_many_failures_fail_the_job_and_finished_jobs_expire() {
     .await;
     finish_next(&client, "flaky", false).await;
     finish_next(&client, "flaky", false).await;
-    wait_for("the job failed", 30, async || {
+    eventually("the job failed", 30, async || {
         job(&client, "flaky")
             .await
             .is_some_and(|j| condition(&j, "Failed").is_some())
@@ -144,7 +144,7 @@ async fn too_many_failures_fail_the_job_and_finished_jobs_expire() {
     // Its time to live is two seconds.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(job(&client, "flaky").await.is_some(), "not before its time");
-    wait_for("the job deleted", 30, async || {
+    eventually("the job deleted", 30, async || {
         job(&client, "flaky").await.is_none()
     })
     .await;

@@ -67,7 +67,7 @@ async fn ordered_ready_pods_keep_their_names_and_claims() {
 
     // Each pod appears only once the one before it is Ready.
     for (i, want) in ["web-0", "web-1", "web-2"].iter().enumerate() {
-        wait_for(want, 30, async || names(&client).await.len() == i + 1).await;
+        eventually(want, 30, async || names(&client).await.len() == i + 1).await;
         assert_eq!(names(&client).await.last().map(String::as_str), Some(*want));
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(
@@ -77,7 +77,7 @@ async fn ordered_ready_pods_keep_their_names_and_claims() {
         );
         mark_ready(&client, NS, want, &format!("127.0.1.{}", i + 2)).await;
     }
-    wait_for("3 ready replicas", 30, async || {
+    eventually("3 ready replicas", 30, async || {
         status(&client).await.ready_replicas == Some(3)
     })
     .await;
@@ -118,7 +118,7 @@ async fn ordered_ready_pods_keep_their_names_and_claims() {
     pods.delete("web-1", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for("web-1 to come back", 30, async || {
+    eventually("web-1 to come back", 30, async || {
         pods.get_opt("web-1")
             .await
             .ok()
@@ -142,6 +142,6 @@ async fn ordered_ready_pods_keep_their_names_and_claims() {
     )
     .await
     .unwrap();
-    wait_for("one pod", 30, async || names(&client).await == ["web-0"]).await;
+    eventually("one pod", 30, async || names(&client).await == ["web-0"]).await;
     assert_eq!(claims(&client).await, before);
 }

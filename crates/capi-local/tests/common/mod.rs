@@ -1,7 +1,7 @@
 //! What the Cluster API stack tests share: an embedded API server with the
 //! core and both providers' CRDs, the three controller sets running against
 //! it (the server is both management and workload cluster), objects from
-//! YAML, and polling.
+//! YAML, and polling (testkit's).
 
 #![allow(dead_code)]
 
@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
-use nodesim::SimConfig;
-use serde_json::{Value, json};
+use serde_json::Value;
+pub use testkit::eventually;
 
 pub struct Stack {
+    pub cluster: testkit::Cluster,
     pub client: kube::Client,
     pub url: String,
     pub provider: provider_local::LocalProvider,
@@ -32,55 +32,26 @@ impl Drop for Stack {
     }
 }
 
-/// Simulator timing compressed to test scale.
-pub fn fast_sim() -> SimConfig {
-    SimConfig {
-        lease_renew_interval: Duration::from_millis(300),
-        node_monitor_grace_period: Duration::from_secs(1),
-        tick: Duration::from_millis(50),
-        min_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_secs(1),
-        ..SimConfig::default()
-    }
-}
-
 /// Starts a server, installs the CRDs and runs the core controllers and
 /// both providers against it.
 pub async fn stack() -> Stack {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let store: Arc<dyn store::Store> = Arc::new(store::MemoryStore::new());
-    let server = apiserver::Server::start(store, apiserver::Config::default())
-        .await
-        .unwrap();
-    for crd in capi::crds()
-        .into_iter()
-        .chain(capi_bootstrap::crds())
-        .chain(capi_local::crds())
-    {
-        apiserver::crd::install(&server, &serde_json::to_value(&crd).unwrap())
-            .await
-            .unwrap();
-    }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { server.serve(listener, std::future::pending()).await });
-    let url = format!("http://{addr}");
-    let mut config = kube::Config::new(url.parse().unwrap());
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).unwrap();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let cluster = testkit::cluster(
+        capi::crds()
+            .into_iter()
+            .chain(capi_bootstrap::crds())
+            .chain(capi_local::crds()),
+    )
+    .await;
+    let client = cluster.client();
+    let url = cluster.url().to_string();
     for ns in ["kube-system", "kube-node-lease"] {
-        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        let _ = namespaces.create(&PostParams::default(), &obj).await;
+        testkit::namespace(&client, ns).await;
     }
     let provider = provider_local::LocalProvider::with_config(
         client.clone(),
         client.clone(),
         "capi-test",
-        fast_sim(),
+        testkit::sim::fast(),
     )
     .await
     .unwrap();
@@ -113,6 +84,7 @@ pub async fn stack() -> Stack {
         shutdown,
     ));
     Stack {
+        cluster,
         client,
         url,
         provider,
@@ -157,16 +129,4 @@ pub async fn dynamic(client: &kube::Client, api_version: &str, kind: &str) -> Ap
     .await
     .unwrap();
     Api::namespaced_with(client.clone(), "default", &ar)
-}
-
-/// Polls `f` every 100 ms until it holds; fails the test after `secs`.
-pub async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

@@ -172,7 +172,7 @@ async fn reconcile_inner(set: &MachineSet, ctx: &Context) -> Result<Action, Erro
         );
     }
     if !p.delete.is_empty() {
-        wait_for(ctx, &ns, |store_has| {
+        wait_for_cache(ctx, &ns, |store_has| {
             p.delete.iter().all(|n| store_has(n) != Some(false))
         })
         .await;
@@ -210,7 +210,7 @@ async fn reconcile_inner(set: &MachineSet, ctx: &Context) -> Result<Action, Erro
             );
             conditions_patch = Some(crate::conditions::true_(ct::MACHINES_CREATED));
         }
-        wait_for(ctx, &ns, |store_has| {
+        wait_for_cache(ctx, &ns, |store_has| {
             created.iter().all(|n| store_has(n).is_some())
         })
         .await;
@@ -277,7 +277,11 @@ async fn reconcile_inner(set: &MachineSet, ctx: &Context) -> Result<Action, Erro
 
 /// Polls the Machine cache until `done` holds (at most [`CACHE_WAIT`]).
 /// `done` gets a lookup: `None` absent, `Some(deleting)` present.
-async fn wait_for(ctx: &Context, ns: &str, done: impl Fn(&dyn Fn(&str) -> Option<bool>) -> bool) {
+async fn wait_for_cache(
+    ctx: &Context,
+    ns: &str,
+    done: impl Fn(&dyn Fn(&str) -> Option<bool>) -> bool,
+) {
     let deadline = tokio::time::Instant::now() + CACHE_WAIT;
     loop {
         let lookup = |name: &str| {

@@ -1,6 +1,6 @@
 //! What the scenario tests share: an embedded API server with the workload
 //! controllers running against it, a stand-in kubelet that marks pods as a
-//! kubelet would, and polling.
+//! kubelet would, and polling (testkit's).
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -12,6 +12,7 @@ use chrono::Utc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+pub use testkit::eventually;
 
 /// A cluster with the controllers; they stop when it is dropped.
 pub struct Env {
@@ -31,14 +32,7 @@ pub fn config() -> workloads::Config {
 
 /// Starts an embedded API server, without controllers.
 pub async fn cluster() -> (Cluster, kube::Client) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let cluster = Cluster::builder()
-        .start()
-        .await
-        .expect("the embedded cluster starts");
+    let cluster = testkit::bare_cluster().await;
     let client = cluster.client();
     (cluster, client)
 }
@@ -86,18 +80,6 @@ where
     api.create(&PostParams::default(), &obj)
         .await
         .expect("the object is created")
-}
-
-/// Polls `f` every 50 ms until it holds; fails the test after `secs`.
-pub async fn wait_for(what: &str, secs: u64, mut f: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The pods of `ns` (live ones, not being deleted).
