@@ -124,10 +124,12 @@ fn owner(n: &Names) -> Value {
 }
 
 fn meta(n: &Names, name: &str, component: &str) -> Value {
+    // A label value takes no ':' (the Role's name has two): upstream
+    // writes them as '-'.
     json!({
         "name": name,
         "namespace": n.namespace,
-        "labels": labels(n, component, name),
+        "labels": labels(n, component, &name.replace(':', "-")),
         "ownerReferences": owner(n),
     })
 }
@@ -848,6 +850,10 @@ mod tests {
                 "etcd-druid"
             );
             assert_eq!(o["metadata"]["labels"]["app.kubernetes.io/part-of"], "e");
+            let name_label = o["metadata"]["labels"]["app.kubernetes.io/name"]
+                .as_str()
+                .unwrap();
+            assert!(!name_label.contains(':'), "{name_label}");
         }
         assert_eq!(all[8]["spec"]["minAvailable"], 2);
         assert_eq!(all[12]["spec"]["replicas"], 3);

@@ -137,6 +137,25 @@ pub fn components_to_remove(etcd: &Etcd, existing_member_leases: &[String]) -> V
     out
 }
 
+/// Whether `existing` already holds everything `desired` says: every
+/// field of `desired` present with the same value (objects recursively,
+/// lists element by element), fields the server added (defaults, status)
+/// ignored. The controller skips applying such a component: an apply that
+/// changes nothing is still a write on some servers (a new generation of
+/// the StatefulSet), which would wake the controller again.
+pub fn contains(existing: &Value, desired: &Value) -> bool {
+    match (existing, desired) {
+        (Value::Object(e), Value::Object(d)) => d
+            .iter()
+            .all(|(k, dv)| e.get(k).is_some_and(|ev| contains(ev, dv))),
+        (Value::Array(e), Value::Array(d)) => {
+            e.len() == d.len() && e.iter().zip(d).all(|(ev, dv)| contains(ev, dv))
+        }
+        (Value::Number(e), Value::Number(d)) => e.as_f64() == d.as_f64(),
+        (e, d) => e == d,
+    }
+}
+
 /// Upstream's error code of a failed component sync, from the
 /// component's `app.kubernetes.io/component` label.
 pub fn error_code(component: &str) -> &'static str {
@@ -308,6 +327,22 @@ mod tests {
                 .iter()
                 .all(|r| r.kind != "ConfigMap" && r.kind != "StatefulSet")
         );
+    }
+
+    #[test]
+    fn a_component_with_server_defaults_still_contains_what_druid_wants() {
+        let desired = serde_json::json!({"spec": {"replicas": 3, "ports": [{"port": 2380}]}});
+        let existing = serde_json::json!({
+            "metadata": {"resourceVersion": "7"},
+            "spec": {"replicas": 3, "ports": [{"port": 2380, "protocol": "TCP"}], "x": 1},
+        });
+        assert!(contains(&existing, &desired));
+        let scaled = serde_json::json!({"spec": {"replicas": 1, "ports": [{"port": 2380}]}});
+        assert!(!contains(&scaled, &desired));
+        let more_ports =
+            serde_json::json!({"spec": {"replicas": 3, "ports": [{"port": 2380}, {"port": 1}]}});
+        assert!(!contains(&more_ports, &desired));
+        assert!(!contains(&serde_json::json!({}), &desired));
     }
 
     #[test]

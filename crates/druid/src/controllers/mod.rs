@@ -243,22 +243,44 @@ pub fn dynamic(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject
 }
 
 /// Server-side apply of `obj` (field manager `etcd-druid`, forced: druid
-/// owns what it writes).
+/// owns what it writes), skipped when the object already holds all of it
+/// ([`crate::sync::contains`]).
 pub async fn apply(client: &kube::Client, ns: &str, obj: &Value) -> Result<(), Error> {
     let kind = obj["kind"].as_str().unwrap_or_default().to_string();
     let name = obj["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    dynamic(client, ns, &kind)
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(obj),
-        )
+    let api = dynamic(client, ns, &kind);
+    let existing = api
+        .get_opt(&name)
         .await
-        .map(|_| ())
-        .map_err(|source| Error::ApplyFailed { kind, name, source })
+        .map_err(|source| Error::ReadFailed {
+            what: format!("{kind} {name}"),
+            source,
+        })?;
+    let mut desired = obj.clone();
+    if let Some(o) = desired.as_object_mut() {
+        // Type metadata is not kept in a dynamic object's fields.
+        o.remove("apiVersion");
+        o.remove("kind");
+    }
+    if let Some(existing) = existing
+        && crate::sync::contains(
+            &serde_json::to_value(&existing).unwrap_or_default(),
+            &desired,
+        )
+    {
+        return Ok(());
+    }
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(obj),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| Error::ApplyFailed { kind, name, source })
 }
 
 /// Deletes `kind/name`; one already gone is fine.
@@ -288,41 +310,42 @@ pub fn has_finalizer<K: Resource>(obj: &K) -> bool {
         .is_some_and(|f| f.iter().any(|x| x == FINALIZER))
 }
 
-/// Adds or removes druid's finalizer; the patch carries the
-/// resourceVersion it was computed from, so other writers' finalizers are
+/// Adds or removes druid's finalizer. The object is read afresh and the
+/// patch carries that resourceVersion, so other writers' finalizers are
 /// never lost (a conflict fails the reconcile, which retries).
 pub async fn set_finalizer<K>(api: &Api<K>, obj: &K, present: bool) -> Result<(), Error>
 where
     K: Resource + Clone + DeserializeOwned + fmt::Debug,
 {
-    if has_finalizer(obj) == present {
+    let name = obj.name_any();
+    let failed = |source| Error::FinalizerFailed {
+        what: name.clone(),
+        source,
+    };
+    let Some(fresh) = api.get_opt(&name).await.map_err(failed)? else {
+        return Ok(());
+    };
+    if has_finalizer(&fresh) == present {
         return Ok(());
     }
-    let mut finalizers: Vec<String> = obj.meta().finalizers.clone().unwrap_or_default();
+    let mut finalizers: Vec<String> = fresh.meta().finalizers.clone().unwrap_or_default();
     if present {
         finalizers.push(FINALIZER.to_string());
     } else {
         finalizers.retain(|f| f != FINALIZER);
     }
     let patch = json!({"metadata": {
-        "resourceVersion": obj.meta().resource_version,
+        "resourceVersion": fresh.meta().resource_version,
         "finalizers": finalizers,
     }});
     match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => Ok(()),
         // Removing from an object already gone is done.
         Err(kube::Error::Api(e)) if e.code == 404 && !present => Ok(()),
-        Err(source) => Err(Error::FinalizerFailed {
-            what: obj.name_any(),
-            source,
-        }),
+        Err(source) => Err(failed(source)),
     }
 }
 
