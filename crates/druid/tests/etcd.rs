@@ -104,13 +104,12 @@ async fn scenario_01_a_new_etcd_creates_every_component_owned_by_it() {
         .await
         .unwrap();
     eventually("the annotation is dropped after the pass", 30, async || {
-        etcd(c, "e")
+        !etcd(c, "e")
             .await
             .metadata
             .annotations
             .unwrap_or_default()
-            .get("druid.gardener.cloud/operation")
-            .is_none()
+            .contains_key("druid.gardener.cloud/operation")
     })
     .await;
     assert_eq!(rv(c.clone()).await, before);
