@@ -30,3 +30,6 @@ if ! command -v etcd >/dev/null 2>&1; then
 fi
 cargo fmt --all -- --check
 cargo test --workspace --locked
+# The machine controllers' scenarios again with the driver behind gRPC
+# (router on loopback, provider SDK), as with `trellis provider local`.
+TRELLIS_MCM_DRIVER=grpc cargo test --locked -p mcm --tests
