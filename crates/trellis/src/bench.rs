@@ -63,6 +63,11 @@ pub enum BenchCommand {
         /// Run the server on the in-memory store instead of the durable one.
         #[arg(long)]
         in_memory: bool,
+        /// Run the local provider out of process: the controller-manager
+        /// serves the driver protocol (--driver-listen,
+        /// --local-provider=false) and `trellis provider local` connects.
+        #[arg(long)]
+        grpc: bool,
     },
     /// Cluster API: one MachineDeployment of N Machines (TrellisConfig
     /// bootstrap, LocalMachine infrastructure) from zero to all Running,
@@ -501,7 +506,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             max_surge,
             max_unavailable,
             in_memory,
-        } => mcm::run(machines, max_surge, max_unavailable, in_memory).await,
+            grpc,
+        } => mcm::run(machines, max_surge, max_unavailable, in_memory, grpc).await,
         BenchCommand::Capi {
             machines,
             max_surge,

@@ -17,8 +17,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, TryFutureExt};
 use mcm::controllers::Config;
 use mcm::leader::{LeaderElector, LeaseTiming};
 use mcm::metrics::Metrics;
@@ -461,6 +461,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             workloads::Config::default(),
             shutdown.clone(),
         )
+        .map_err(anyhow::Error::from)
     });
     let machines = run_controllers(
         control,

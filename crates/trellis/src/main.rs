@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, TryFutureExt};
 
 #[derive(Parser)]
 #[command(
@@ -460,13 +460,28 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
     // examples/dwd/: every shoot's control namespace is protected.
     let watchdog =
         dependency_watchdog::run_in_up(client.clone(), dwd_metrics, controllers_shutdown.clone());
+    // etcd-druid: Etcds become StatefulSets of etcd members run by the
+    // kubelet above, backed up to Local stores under the data dir.
+    let druid = druid::controllers::run(
+        client.clone(),
+        druid::controllers::Options {
+            settings: druid::components::Settings {
+                local_backup_root: data_dir.join("backupbuckets").display().to_string(),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        controllers_shutdown.clone(),
+    )
+    .map_err(anyhow::Error::from);
     let workloads = workloads::run(
         client.clone(),
         workloads::Config::default(),
         controllers_shutdown,
-    );
+    )
+    .map_err(anyhow::Error::from);
     let mut controllers = tokio::spawn(async move {
-        tokio::try_join!(machines, gardenlet, workers, workloads, watchdog).map(|_| ())
+        tokio::try_join!(machines, gardenlet, workers, workloads, watchdog, druid).map(|_| ())
     });
     println!(
         "trellis is up: API server on {} with every controller",

@@ -35,7 +35,7 @@ async fn shared_watch<K>(
     triggers: usize,
     gone: impl Fn(&K) + Send + 'static,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<(Store<K>, Triggers<K>)>
+) -> Result<(Store<K>, Triggers<K>), controllers::Error>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
@@ -81,7 +81,13 @@ where
             _ = all_closed => {}
         }
     });
-    store.wait_until_ready().await?;
+    store
+        .wait_until_ready()
+        .await
+        .map_err(|source| controllers::Error::WatchFailed {
+            kind: K::kind(&K::DynamicType::default()).into_owned(),
+            source,
+        })?;
     let streams: Triggers<K> = receivers
         .into_iter()
         .map(|rx| {
@@ -130,7 +136,7 @@ pub async fn run(
     client: kube::Client,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + Sync + Clone + 'static,
-) -> anyhow::Result<()> {
+) -> Result<(), controllers::Error> {
     let workers = controller::Config::default().concurrency(config.concurrency);
     // Deletions of pods meet expected creations of them (a pod created
     // and deleted before the cache saw it).

@@ -232,6 +232,7 @@ pub async fn run(
     max_surge: String,
     max_unavailable: String,
     in_memory: bool,
+    grpc: bool,
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let exe = std::env::current_exe()?;
@@ -256,9 +257,16 @@ pub async fn run(
     let client = crate::controller_manager::client_from(&kubeconfig).await?;
 
     let cm_port = free_port()?;
-    let mut cm = start_manager(&exe, &kubeconfig, cm_port, dir.path())?;
+    let driver_port = if grpc { Some(free_port()?) } else { None };
+    let mut cm = start_manager(&exe, &kubeconfig, cm_port, dir.path(), driver_port)?;
     wait_ready(cm_port, "the controller-manager", &mut cm).await?;
     let cm_pid = cm.id().unwrap_or(0);
+    let mut provider = match driver_port {
+        Some(port) => Some(start_provider(&exe, &kubeconfig, port, dir.path())?),
+        None => None,
+    };
+    let provider_pid = provider.as_ref().and_then(|p| p.id()).unwrap_or(0);
+    let provider_cpu = || if grpc { cpu_secs(provider_pid) } else { 0.0 };
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cm_rss_idle = rss_mib(cm_pid);
 
@@ -269,11 +277,11 @@ pub async fn run(
 
     // Phase 1: zero to N Running.
     let before = request_counts(server_port).await?;
-    let (cm_cpu0, srv_cpu0) = (cpu_secs(cm_pid), cpu_secs(server_pid));
+    let (cm_cpu0, srv_cpu0, pr_cpu0) = (cpu_secs(cm_pid), cpu_secs(server_pid), provider_cpu());
     create_deployment(&client, machines, &max_surge, &max_unavailable).await?;
     let (up_time, up_ex) = phase(&store, "class-a", |s| s.running_target == machines).await?;
     let after_up = request_counts(server_port).await?;
-    let (cm_cpu1, srv_cpu1) = (cpu_secs(cm_pid), cpu_secs(server_pid));
+    let (cm_cpu1, srv_cpu1, pr_cpu1) = (cpu_secs(cm_pid), cpu_secs(server_pid), provider_cpu());
     let up_requests = delta(&after_up, &before);
     // Let the last status writes and first lease renewals settle.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -282,7 +290,7 @@ pub async fn run(
 
     // Phase 2: the rolling update to class-b.
     let before_roll = request_counts(server_port).await?;
-    let (cm_cpu2, srv_cpu2) = (cpu_secs(cm_pid), cpu_secs(server_pid));
+    let (cm_cpu2, srv_cpu2, pr_cpu2) = (cpu_secs(cm_pid), cpu_secs(server_pid), provider_cpu());
     Api::<MachineDeployment>::namespaced(client.clone(), NS)
         .patch(
             "bench",
@@ -295,7 +303,7 @@ pub async fn run(
     })
     .await?;
     let after_roll = request_counts(server_port).await?;
-    let (cm_cpu3, srv_cpu3) = (cpu_secs(cm_pid), cpu_secs(server_pid));
+    let (cm_cpu3, srv_cpu3, pr_cpu3) = (cpu_secs(cm_pid), cpu_secs(server_pid), provider_cpu());
     let roll_requests = delta(&after_roll, &before_roll);
     let cm_rss_roll = rss_mib(cm_pid);
     watching.store(false, Ordering::Relaxed);
@@ -351,6 +359,17 @@ pub async fn run(
         cm_cpu3 - cm_cpu2,
         srv_cpu3 - srv_cpu2
     );
+    if grpc {
+        println!(
+            "| CPU seconds, provider process (over gRPC): scale-up / rollout | {:.1} / {:.1} |",
+            pr_cpu1 - pr_cpu0,
+            pr_cpu3 - pr_cpu2
+        );
+        println!(
+            "| provider RSS after the rollout | {:.0} MiB |",
+            rss_mib(provider_pid)
+        );
+    }
     println!(
         "| API requests per machine created: scale-up / rollout | {:.1} / {:.1} |",
         up_total as f64 / machines as f64,
@@ -370,6 +389,9 @@ pub async fn run(
     print!("{}", per_machine_table(&roll_requests, machines));
 
     cm.kill().await?;
+    if let Some(p) = provider.as_mut() {
+        p.kill().await?;
+    }
     server.kill().await?;
     anyhow::ensure!(surge_ok && avail_ok, "a rollout invariant was violated");
     Ok(())
@@ -380,14 +402,41 @@ fn start_manager(
     kubeconfig: &Path,
     port: u16,
     dir: &Path,
+    driver_port: Option<u16>,
 ) -> anyhow::Result<tokio::process::Child> {
     let log = std::fs::File::create(dir.join("controller-manager.log"))?;
-    Ok(tokio::process::Command::new(exe)
-        .arg("controller-manager")
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("controller-manager")
         .arg("--control-kubeconfig")
         .arg(kubeconfig)
         .args(["--leader-elect=false", "--metrics-listen"])
-        .arg(format!("127.0.0.1:{port}"))
+        .arg(format!("127.0.0.1:{port}"));
+    if let Some(driver_port) = driver_port {
+        cmd.arg(format!("--driver-listen=127.0.0.1:{driver_port}"))
+            .arg("--local-provider=false");
+    }
+    Ok(cmd
+        .env("TRELLIS_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()?)
+}
+
+/// `trellis provider local`, connecting to the controller-manager's
+/// driver endpoint.
+fn start_provider(
+    exe: &Path,
+    kubeconfig: &Path,
+    driver_port: u16,
+    dir: &Path,
+) -> anyhow::Result<tokio::process::Child> {
+    let log = std::fs::File::create(dir.join("provider.log"))?;
+    Ok(tokio::process::Command::new(exe)
+        .args(["provider", "local", "--mcm-endpoint"])
+        .arg(format!("127.0.0.1:{driver_port}"))
+        .arg("--control-kubeconfig")
+        .arg(kubeconfig)
         .env("TRELLIS_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))

@@ -70,6 +70,12 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("watching {kind} failed before the first list")]
+    WatchFailed {
+        kind: String,
+        #[source]
+        source: kube::runtime::reflector::store::WriterDropped,
+    },
 }
 
 /// How the controllers run.
