@@ -291,19 +291,23 @@ pub fn generate_name(prefix: &str) -> String {
     p
 }
 
-/// The parts of an object whose change bumps `generation`: everything but
-/// `metadata`, and but `status` where a status subresource exists.
-pub fn generation_relevant(obj: &Value, status_subresource: bool) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.as_object_mut() {
-        m.remove("metadata");
-        if status_subresource {
-            m.remove("status");
+/// Whether `old` and `new` differ in what moves `generation`: everything
+/// but metadata, apiVersion, kind and (where a status subresource exists)
+/// status. Compared in place, without copying either object.
+pub fn generation_relevant_differs(old: &Value, new: &Value, status_subresource: bool) -> bool {
+    let counts = |k: &str| {
+        !(matches!(k, "metadata" | "apiVersion" | "kind") || (status_subresource && k == "status"))
+    };
+    match (old.as_object(), new.as_object()) {
+        (Some(o), Some(n)) => {
+            let missing_or_changed = o
+                .iter()
+                .filter(|(k, _)| counts(k))
+                .any(|(k, v)| n.get(k) != Some(v));
+            missing_or_changed || n.keys().filter(|k| counts(k)).any(|k| !o.contains_key(k))
         }
-        m.remove("apiVersion");
-        m.remove("kind");
+        _ => old != new,
     }
-    o
 }
 
 #[cfg(test)]

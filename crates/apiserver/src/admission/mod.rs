@@ -153,7 +153,8 @@ impl Chain {
 /// Admits a create or update of `obj`: the kind's normalisation, the
 /// metadata and kind rules (`causes` already holds what the caller found,
 /// such as schema violations), for updates of the main resource the kind's
-/// update rules, then the mutating plugins, then a 422 if anything is
+/// update rules, then the mutating plugins, then for updates the
+/// generation (on the defaulted, mutated object), then a 422 if anything is
 /// invalid, then the validating plugins. Returns the plugins' warnings for
 /// the client.
 pub async fn admit(
@@ -178,6 +179,9 @@ pub async fn admit(
     if !plugins.is_empty() {
         // kube decodes (and so defaults) what mutating webhooks return.
         res.strategy.apply_defaults(res, obj);
+    }
+    if let Some(old) = attrs.old {
+        crate::strategy::settle_generation(res, attrs.subresource, old, obj);
     }
     if !causes.is_empty() {
         return Err(ApiError::invalid(&res.group, &res.kind, attrs.name, causes));

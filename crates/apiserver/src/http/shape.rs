@@ -433,6 +433,18 @@ pub enum Keys<'a> {
 }
 
 impl<'a> Keys<'a> {
+    /// The value a key field takes when an element leaves it out: its
+    /// default, as structured-merge-diff reads it from the schema. Among
+    /// the built-in associative lists only the ports' `protocol` has one
+    /// (`TCP`); without it a port applied without a protocol would be a
+    /// second element beside the stored, defaulted one.
+    pub fn default_of(&self, key: &str) -> Option<serde_json::Value> {
+        match self {
+            Keys::Static(_) if key == "protocol" => Some(serde_json::Value::from("TCP")),
+            _ => None,
+        }
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &'a str> + '_ {
         let (s, o): (&'static [&'static str], &'a [String]) = match *self {
             Keys::Static(s) => (s, &[]),

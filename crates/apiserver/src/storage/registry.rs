@@ -109,8 +109,7 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     /// Whether an update moves `generation`: by default a change outside
     /// `metadata` (and `status`, where it is a subresource).
     fn generation_changed(&self, old: &Value, new: &Value, status_subresource: bool) -> bool {
-        object::generation_relevant(old, status_subresource)
-            != object::generation_relevant(new, status_subresource)
+        object::generation_relevant_differs(old, new, status_subresource)
     }
 
     /// A check on deleting `name` that holds before existence and for dry

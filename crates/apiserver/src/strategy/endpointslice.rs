@@ -33,8 +33,7 @@ impl Strategy for EndpointSlice {
     fn generation_changed(&self, old: &Value, new: &Value, status_subresource: bool) -> bool {
         let labels = |o: &Value| object::meta(o).and_then(|m| m.get("labels")).cloned();
         labels(old) != labels(new)
-            || object::generation_relevant(old, status_subresource)
-                != object::generation_relevant(new, status_subresource)
+            || object::generation_relevant_differs(old, new, status_subresource)
     }
 }
 

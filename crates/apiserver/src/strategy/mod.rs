@@ -663,10 +663,11 @@ pub fn prepare_new_content(res: &Resource, obj: &mut Value) {
 }
 
 /// Builds the object an update stores from the current one and what the
-/// client sent, following kube-apiserver: immutable metadata is kept, the
-/// main resource cannot change status (and `/status` can change nothing
-/// else) where a status subresource exists, and `generation` moves only on
-/// changes the kind counts (by default the spec-like part).
+/// client sent, following kube-apiserver: immutable metadata is kept
+/// (`generation` included: [`settle_generation`] moves it once the object
+/// is defaulted and mutated), and the main resource cannot change status
+/// (and `/status` can change nothing else) where a status subresource
+/// exists.
 pub fn prepare_for_update(
     res: &Resource,
     sub: Option<&str>,
@@ -734,24 +735,9 @@ pub fn prepare_for_update(
         }
     }
     m.remove("selfLink");
-    let has_generation = res.strategy.has_generation();
-    if !has_generation {
+    if !res.strategy.has_generation() {
         // Also drops one stored by an older version of this server.
         m.remove("generation");
-    }
-    if has_generation
-        && (sub.is_none() || sub == Some("finalize"))
-        && res
-            .strategy
-            .generation_changed(old, &new, res.status_subresource)
-    {
-        let g = old_meta
-            .get("generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        meta_mut(&mut new)
-            .expect("metadata")
-            .insert("generation".into(), json!(g + 1));
     }
     if object::is_deleting(old) {
         let before = object::finalizers(old);
@@ -776,6 +762,36 @@ pub fn prepare_for_update(
     }
     object::tidy(&mut new);
     Ok(new)
+}
+
+/// Moves `generation` of an update of `old` to `new` when the change is one
+/// the kind counts (by default the spec-like part), as kube's
+/// `PrepareForUpdate` does. It runs after defaulting and the mutating
+/// plugins: compared before them, an update that leaves out a defaulted
+/// field (any server-side apply of a manifest) would look like a change of
+/// spec, and a no-op would bump the generation and be written.
+/// `/status` never moves it; the main resource, `/scale` and `/finalize`
+/// do.
+pub fn settle_generation(res: &Resource, sub: Option<&str>, old: &Value, new: &mut Value) {
+    if !res.strategy.has_generation() {
+        return;
+    }
+    let before = object::meta(old).and_then(|m| m.get("generation")).cloned();
+    let moves = matches!(sub, None | Some("scale") | Some("finalize"))
+        && res
+            .strategy
+            .generation_changed(old, new, res.status_subresource);
+    let Some(m) = meta_mut(new) else { return };
+    if moves {
+        let g = before.as_ref().and_then(Value::as_i64).unwrap_or(0);
+        m.insert("generation".into(), json!(g + 1));
+    } else {
+        // What a mutating plugin may have set does not count either.
+        match before {
+            Some(g) => m.insert("generation".into(), g),
+            None => m.remove("generation"),
+        };
+    }
 }
 
 #[cfg(test)]

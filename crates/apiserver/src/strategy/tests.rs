@@ -112,15 +112,62 @@ fn updates_keep_immutable_metadata_and_move_generation_on_spec_changes() {
     assert_eq!(new["metadata"]["generation"], 3, "metadata-only change");
     assert_eq!(new["status"]["replicas"], 1, "status is a subresource");
     incoming["spec"]["replicas"] = json!(2);
-    let new = prepare_for_update(&res, None, &old, incoming.clone()).unwrap();
+    let mut new = prepare_for_update(&res, None, &old, incoming.clone()).unwrap();
+    settle_generation(&res, None, &old, &mut new);
     assert_eq!(new["metadata"]["generation"], 4);
-    let status = prepare_for_update(&res, Some("status"), &old, incoming).unwrap();
+    let mut status = prepare_for_update(&res, Some("status"), &old, incoming).unwrap();
+    settle_generation(&res, Some("status"), &old, &mut status);
     assert_eq!(status["status"]["replicas"], 9);
     assert_eq!(
         status["spec"]["replicas"], 1,
         "/status changes nothing else"
     );
     assert_eq!(status["metadata"]["generation"], 3);
+}
+
+/// etcd-druid found it: applying the same StatefulSet manifest again bumped
+/// `generation`, because the manifest (without kube's defaults) was compared
+/// with the stored, defaulted object. The generation is settled on the
+/// defaulted object, for every kind with defaults.
+#[test]
+fn an_update_that_leaves_out_defaults_keeps_the_generation() {
+    for (group, kind, spec) in [
+        (
+            "apps",
+            "StatefulSet",
+            json!({"selector": {"matchLabels": {"a": "b"}}, "serviceName": "s",
+                   "template": {"metadata": {"labels": {"a": "b"}},
+                                "spec": {"containers": [{"name": "c", "image": "i"}]}}}),
+        ),
+        (
+            "apps",
+            "Deployment",
+            json!({"selector": {"matchLabels": {"a": "b"}},
+                   "template": {"metadata": {"labels": {"a": "b"}},
+                                "spec": {"containers": [{"name": "c", "image": "i"}]}}}),
+        ),
+    ] {
+        let res = builtin(group, kind);
+        let manifest = json!({"apiVersion": res.api_version(), "kind": kind,
+                              "metadata": {"name": "x", "namespace": "ns"}, "spec": spec});
+        let mut old = manifest.clone();
+        prepare_for_create(&res, Some("ns"), &mut old).unwrap();
+        prepare_new_content(&res, &mut old);
+        res.strategy.normalize(&res, &mut old);
+        assert_ne!(old["spec"], manifest["spec"], "{kind} has defaults");
+        // What admission does with an update: normalise, then settle.
+        let mut new = prepare_for_update(&res, None, &old, manifest.clone()).unwrap();
+        res.strategy.normalize(&res, &mut new);
+        settle_generation(&res, None, &old, &mut new);
+        assert_eq!(new["metadata"]["generation"], 1, "{kind}: nothing changed");
+        assert_eq!(new, old, "{kind}: the same object, so no write");
+        let mut changed = manifest.clone();
+        changed["spec"]["replicas"] = json!(3);
+        let mut new = prepare_for_update(&res, None, &old, changed).unwrap();
+        res.strategy.normalize(&res, &mut new);
+        settle_generation(&res, None, &old, &mut new);
+        assert_eq!(new["metadata"]["generation"], 2, "{kind}: replicas changed");
+    }
 }
 
 #[test]

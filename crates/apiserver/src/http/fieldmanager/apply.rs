@@ -224,7 +224,6 @@ pub(super) fn merge(
                 Ok(Value::Array(out))
             }
             ListKind::Map(keys) => {
-                let keys: Vec<&str> = keys.iter().collect();
                 let item_shape = shape.items();
                 let mut out = match live {
                     Some(Value::Array(l)) => l.clone(),

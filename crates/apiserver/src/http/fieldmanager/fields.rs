@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::*;
-use crate::http::shape::{ListKind, Shape};
+use crate::http::shape::{Keys, ListKind, Shape};
 use crate::storage::registry::Resource;
 
 // ---------------------------------------------------------------------------
@@ -103,7 +103,6 @@ pub(super) fn walk<'v>(
             }
             ListKind::Map(keys) => {
                 let item_shape = shape.items();
-                let keys: Vec<&str> = keys.iter().collect();
                 for (i, item) in items.iter().enumerate() {
                     path.push(element(item, &keys, i));
                     match item {
@@ -136,13 +135,20 @@ pub(super) fn walk<'v>(
 }
 
 /// The path element of an associative list's element: `k:` with its key
-/// fields (sorted by name, as kube-apiserver writes them), or `i:` when it
-/// has none.
-pub(super) fn element(item: &Value, keys: &[&str], index: usize) -> String {
-    let key: BTreeMap<&str, &Value> = keys
+/// fields (sorted by name, as kube-apiserver writes them; a missing key
+/// field with a default takes it), or `i:` when it has none.
+pub(super) fn element(item: &Value, keys: &Keys<'_>, index: usize) -> String {
+    let mut key: BTreeMap<&str, Value> = keys
         .iter()
-        .filter_map(|k| item.get(*k).filter(|v| !v.is_null()).map(|v| (*k, v)))
+        .filter_map(|k| item.get(k).filter(|v| !v.is_null()).map(|v| (k, v.clone())))
         .collect();
+    if !key.is_empty() {
+        for k in keys.iter() {
+            if let (false, Some(d)) = (key.contains_key(k), keys.default_of(k)) {
+                key.insert(k, d);
+            }
+        }
+    }
     if key.is_empty() {
         format!("i:{index}")
     } else {
