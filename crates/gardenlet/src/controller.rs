@@ -9,6 +9,7 @@ use std::sync::Arc;
 use api::{Machine, MachineDeployment, MachineSet};
 use chrono::Utc;
 use gardener::{CloudProfile, NamespacedCloudProfile, Shoot, ShootStatus};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 use worker::{Cluster, ShootFacts, Worker};
 
 use crate::build::{self, ProfileSource};
+use crate::mcm_deployment;
 use crate::plan::{self, DeletionAction, DeletionObservation, NodeCounts, WorkerObservation};
 use crate::shoot_cluster::{ShootCluster, ShootClusters};
 use crate::{Config, Error};
@@ -260,6 +262,10 @@ async fn deploy(
             .map_err(api_err(format!("namespace {id}")))?;
     }
 
+    // Before the shoot's controllers start, so they find it and follow
+    // its scale from the start.
+    ensure_mcm_deployment(ctx, id).await?;
+
     let cluster = ctx
         .clusters
         .ensure(id)
@@ -365,6 +371,34 @@ async fn deploy(
         nodes: count_nodes(&cluster).await,
         minimum_nodes,
     })
+}
+
+/// Creates the `machine-controller-manager` Deployment, or brings what
+/// gardenlet owns of it up to date; its scale is never touched (see
+/// [`mcm_deployment`]).
+async fn ensure_mcm_deployment(ctx: &Context, id: &str) -> Result<(), Error> {
+    let api: Api<Deployment> = Api::namespaced(ctx.seed.clone(), id);
+    let what = || format!("deployment {id}/{}", mcm_deployment::NAME);
+    let desired = mcm_deployment::deployment(id);
+    match api
+        .get_opt(mcm_deployment::NAME)
+        .await
+        .map_err(api_err(what()))?
+    {
+        None => {
+            api.create(&PostParams::default(), &desired)
+                .await
+                .map_err(api_err(what()))?;
+        }
+        Some(existing) => {
+            if let Some(d) = mcm_deployment::update(&existing, desired) {
+                api.replace(mcm_deployment::NAME, &PostParams::default(), &d)
+                    .await
+                    .map_err(api_err(what()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn observe_worker(w: &Worker) -> WorkerObservation {

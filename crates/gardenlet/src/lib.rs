@@ -11,6 +11,12 @@
 //!   PKI) and its `mcm` controllers with the local provider, MCM's
 //!   control/target split made real: machines live in the seed, Nodes in
 //!   the shoot.
+//! * [`mcm_deployment`]: the Deployment `machine-controller-manager` in
+//!   each control namespace, as upstream deploys it, and the switch it is:
+//!   the shoot's in-process machine controllers run while its
+//!   `spec.replicas` is ≥ 1 and stop at 0, so dependency-watchdog's prober
+//!   can hold them down during a meltdown (the design and why it is not a
+//!   pod running `trellis controller-manager` yet are in that module).
 //! * `controller`: the executor, the only code that reads and writes the
 //!   seed through kube-rs.
 //!
@@ -20,6 +26,7 @@
 
 pub mod build;
 mod controller;
+pub mod mcm_deployment;
 pub mod plan;
 pub mod shoot_cluster;
 

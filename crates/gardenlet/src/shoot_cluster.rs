@@ -27,6 +27,7 @@ use provider_local::LocalProvider;
 use tokio::sync::oneshot;
 
 use crate::build::{ShootAccess, kubeconfig};
+use crate::mcm_deployment;
 
 /// How long the controllers and then the API server get to wind down.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -431,13 +432,22 @@ async fn bind(dir: Option<&Path>) -> std::io::Result<tokio::net::TcpListener> {
 
 /// The machine controllers of the control namespace `id`, with a local
 /// provider whose kubelets register in the shoot (`target`); restarted
-/// after a pause if they fail, until `shutdown`.
+/// after a pause if they fail, until `shutdown`. They run only while the
+/// Deployment `machine-controller-manager` asks for them
+/// ([`mcm_deployment`]); the provider, and with it the simulated VMs,
+/// runs throughout, as a cloud's VMs do while their MCM is scaled down.
 async fn run_controllers(
     config: ShootClusterConfig,
     id: String,
     target: kube::Client,
     shutdown: StopSignal,
 ) {
+    let (wanted_tx, wanted) = tokio::sync::watch::channel(None);
+    let follower = tokio::spawn(mcm_deployment::follow(
+        config.seed.clone(),
+        id.clone(),
+        wanted_tx,
+    ));
     loop {
         let attempt = async {
             let provider = LocalProvider::with_config(
@@ -448,27 +458,16 @@ async fn run_controllers(
             )
             .await?;
             let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
-            let mcm_config = mcm::controllers::Config {
-                namespace: id.clone(),
-                metrics: Arc::default(),
-                ..config.machine_controllers.clone()
-            };
-            let result = mcm::run::run(
-                config.seed.clone(),
-                target.clone(),
-                mcm_config,
-                Some(driver),
-                shutdown.clone(),
-            )
-            .await;
+            let result =
+                follow_scale(&config, &id, &target, driver, wanted.clone(), &shutdown).await;
             provider.simulator().shutdown();
-            result.map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+            result
         };
         // mcm winds down on `shutdown` by itself; racing it here would cut
         // its graceful stop short.
         let result = attempt.await;
         if shutdown.clone().now_or_never().is_some() {
-            return;
+            break;
         }
         match result {
             Ok(()) => {
@@ -480,7 +479,69 @@ async fn run_controllers(
         }
         tokio::select! {
             _ = tokio::time::sleep(CONTROLLER_RESTART) => {}
-            _ = shutdown.clone() => return,
+            _ = shutdown.clone() => break,
         }
+    }
+    follower.abort();
+}
+
+/// Runs the machine controllers whenever `wanted` says so and stops them
+/// when it turns false, until `shutdown` (then `Ok`) or until they end by
+/// themselves (their result).
+async fn follow_scale(
+    config: &ShootClusterConfig,
+    id: &str,
+    target: &kube::Client,
+    driver: Arc<dyn driver::Driver>,
+    mut wanted: tokio::sync::watch::Receiver<Option<bool>>,
+    shutdown: &StopSignal,
+) -> Result<(), BoxError> {
+    loop {
+        tokio::select! {
+            r = wanted.wait_for(|w| *w == Some(true)) => {
+                if r.is_err() {
+                    // The follower is gone: only a shutdown does that.
+                    return Ok(());
+                }
+            }
+            _ = shutdown.clone() => return Ok(()),
+        }
+        tracing::info!(shoot = %id, "starting the shoot's machine controllers");
+        let stop = {
+            let shutdown = shutdown.clone();
+            let mut wanted = wanted.clone();
+            async move {
+                tokio::select! {
+                    _ = shutdown => {}
+                    _ = wanted.wait_for(|w| *w == Some(false)) => {}
+                }
+            }
+            .boxed()
+            .shared()
+        };
+        let mcm_config = mcm::controllers::Config {
+            namespace: id.to_string(),
+            metrics: Arc::default(),
+            ..config.machine_controllers.clone()
+        };
+        let result = mcm::run::run(
+            config.seed.clone(),
+            target.clone(),
+            mcm_config,
+            Some(driver.clone()),
+            stop,
+        )
+        .await;
+        if shutdown.clone().now_or_never().is_some() {
+            return Ok(());
+        }
+        if *wanted.borrow() == Some(false) {
+            tracing::info!(
+                shoot = %id,
+                "machine-controller-manager scaled to 0: the shoot's machine controllers stopped"
+            );
+            continue;
+        }
+        return result.map_err(BoxError::from);
     }
 }

@@ -1,0 +1,299 @@
+//! The shoot's machine-controller-manager as the Deployment upstream
+//! deploys into the control namespace, and the switch it is for the
+//! shoot's machine controllers.
+//!
+//! # The design
+//!
+//! Upstream Gardener runs each shoot's machine-controller-manager as the
+//! Deployment `machine-controller-manager` in the shoot's control
+//! namespace, and dependency-watchdog's prober protects a shoot from a
+//! meltdown by scaling that Deployment to 0 (and back). trellis runs the
+//! shoot's machine controllers in gardenlet's process (`shoot_cluster`):
+//! the local provider's simulated VMs live there too, and they must keep
+//! running (and renewing their node leases, once the fault is gone) while
+//! the controllers are stopped, so the controllers cannot simply move into
+//! a pod of their own.
+//!
+//! So gardenlet writes the Deployment, and the in-process controllers of
+//! that shoot **follow its `spec.replicas`**: at 0 they are stopped (no
+//! machine is created, deleted or replaced; the heartbeat Lease is
+//! released), at 1 or more they run. A missing Deployment counts as 1:
+//! gardenlet recreates it on its next pass, and a shoot must never lose
+//! its controllers (its deletion flow needs them) because an object is
+//! briefly absent. gardenlet creates it with 1 replica and afterwards never
+//! touches `spec.replicas` or the annotations, so the prober's scale and
+//! its `dependency-watchdog.gardener.cloud/*` annotations stay as the
+//! prober left them (upstream's meltdown-protection contract).
+//!
+//! The Deployment's pod is a stand-in: a process that only sleeps
+//! (`trellis.dev/exec`, `sleep infinity`). On a seed with a kubelet (`trellis
+//! up`) it makes `status.readyReplicas` real, which the prober's scale
+//! flows wait for; on a seed without one (the gardenlet tests) nothing
+//! depends on it. Running the controllers themselves in that pod (`trellis
+//! controller-manager` with the seed and shoot kubeconfigs mounted, the
+//! local provider attached over `--driver-listen`) is the next step; the
+//! switch here keeps the same contract for the prober.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+
+/// The Deployment's name, as upstream's and as the prober config names it.
+pub const NAME: &str = "machine-controller-manager";
+/// The stand-in pod's image: a program of this machine, run as given.
+pub const IMAGE: &str = "trellis.dev/exec";
+
+/// Upstream's selector labels (`app: kubernetes`, `role:
+/// machine-controller-manager`).
+fn selector_labels() -> BTreeMap<String, String> {
+    [
+        ("app", "kubernetes"),
+        ("role", "machine-controller-manager"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// The Deployment gardenlet writes into the control namespace `id`, with
+/// upstream's labels.
+pub fn deployment(id: &str) -> Deployment {
+    let mut labels = selector_labels();
+    labels.insert("gardener.cloud/role".into(), "controlplane".into());
+    labels.insert(
+        "high-availability-config.resources.gardener.cloud/type".into(),
+        "controller".into(),
+    );
+    let mut pod_labels = selector_labels();
+    pod_labels.insert("gardener.cloud/role".into(), "controlplane".into());
+    pod_labels.insert("maintenance.gardener.cloud/restart".into(), "true".into());
+    pod_labels.insert(
+        "networking.resources.gardener.cloud/to-kube-apiserver-tcp-443".into(),
+        "allowed".into(),
+    );
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(NAME.to_string()),
+            namespace: Some(id.to_string()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            revision_history_limit: Some(2),
+            selector: LabelSelector {
+                match_labels: Some(selector_labels()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: NAME.to_string(),
+                        image: Some(IMAGE.to_string()),
+                        command: Some(vec!["sleep".into(), "infinity".into()]),
+                        ..Container::default()
+                    }],
+                    termination_grace_period_seconds: Some(5),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// What to write over `existing` so it matches `desired`: `None` when what
+/// gardenlet owns of it (see `fingerprint`) already does. The replacement keeps
+/// the stored `spec.replicas` and annotations, which belong to whoever
+/// scaled it (dependency-watchdog's prober, an operator).
+pub fn update(existing: &Deployment, desired: Deployment) -> Option<Deployment> {
+    let stored = existing.spec.as_ref();
+    if fingerprint(existing) == fingerprint(&desired) {
+        return None;
+    }
+    let mut out = desired;
+    out.metadata.annotations = existing.metadata.annotations.clone();
+    out.metadata.resource_version = existing.metadata.resource_version.clone();
+    out.metadata.uid = existing.metadata.uid.clone();
+    if let Some(spec) = out.spec.as_mut() {
+        spec.replicas = stored.and_then(|s| s.replicas);
+    }
+    Some(out)
+}
+
+/// What gardenlet sets and owns in the Deployment: its labels, the
+/// selector, and the pod template's labels and containers' name, image and
+/// command. Fields the API server defaults are left out, so a stored
+/// object compares equal to the one that was written.
+type Fingerprint = (
+    Option<BTreeMap<String, String>>,
+    Option<BTreeMap<String, String>>,
+    Option<BTreeMap<String, String>>,
+    Vec<(String, Option<String>, Option<Vec<String>>)>,
+);
+
+fn fingerprint(d: &Deployment) -> Fingerprint {
+    let spec = d.spec.as_ref();
+    let template = spec.map(|s| &s.template);
+    (
+        d.metadata.labels.clone(),
+        spec.and_then(|s| s.selector.match_labels.clone()),
+        template
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.labels.clone()),
+        template
+            .and_then(|t| t.spec.as_ref())
+            .map(|p| {
+                p.containers
+                    .iter()
+                    .map(|c| (c.name.clone(), c.image.clone(), c.command.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
+}
+
+/// Whether the shoot's machine controllers should run, given the
+/// Deployment (see the module docs): absent or `spec.replicas` ≥ 1 (an
+/// unset field defaults to 1) → run; 0 → stopped.
+pub fn controllers_wanted(deployment: Option<&Deployment>) -> bool {
+    deployment
+        .and_then(|d| d.spec.as_ref())
+        .and_then(|s| s.replicas)
+        .is_none_or(|r| r > 0)
+}
+
+/// Watches the Deployment in `namespace` on the seed and publishes
+/// [`controllers_wanted`] into `wanted` (`None` until the first list
+/// completes). Runs until the receiving side is gone; watch errors are
+/// retried with kube-rs's default back-off.
+pub(crate) async fn follow(
+    seed: kube::Client,
+    namespace: String,
+    wanted: watch::Sender<Option<bool>>,
+) {
+    let api: Api<Deployment> = Api::namespaced(seed, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut current: Option<Deployment>;
+    // Some while a (re)list is in progress: what it has found so far.
+    let mut listing: Option<Option<Deployment>> = None;
+    loop {
+        let event = tokio::select! {
+            e = events.next() => e,
+            _ = wanted.closed() => return,
+        };
+        match event {
+            None => return,
+            Some(Ok(watcher::Event::Init)) => {
+                listing = Some(None);
+                continue;
+            }
+            Some(Ok(watcher::Event::InitApply(d))) => {
+                listing = Some(Some(d));
+                continue;
+            }
+            Some(Ok(watcher::Event::InitDone)) => current = listing.take().flatten(),
+            Some(Ok(watcher::Event::Apply(d))) => current = Some(d),
+            Some(Ok(watcher::Event::Delete(_))) => current = None,
+            Some(Err(e)) => {
+                tracing::warn!(shoot = %namespace, error = %e, "watching the machine-controller-manager deployment");
+                continue;
+            }
+        }
+        let now = controllers_wanted(current.as_ref());
+        wanted.send_if_modified(|w| {
+            let changed = *w != Some(now);
+            *w = Some(now);
+            changed
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_replicas(r: Option<i32>) -> Deployment {
+        let mut d = deployment("shoot--p--a");
+        d.spec.as_mut().unwrap().replicas = r;
+        d
+    }
+
+    #[test]
+    fn the_controllers_follow_the_replicas() {
+        assert!(controllers_wanted(None), "absent: gardenlet recreates it");
+        assert!(controllers_wanted(Some(&with_replicas(Some(1)))));
+        assert!(controllers_wanted(Some(&with_replicas(Some(2)))));
+        assert!(
+            controllers_wanted(Some(&with_replicas(None))),
+            "defaults to 1"
+        );
+        assert!(!controllers_wanted(Some(&with_replicas(Some(0)))));
+    }
+
+    #[test]
+    fn upstream_names_and_labels() {
+        let d = deployment("shoot--p--a");
+        assert_eq!(d.metadata.name.as_deref(), Some(NAME));
+        assert_eq!(d.metadata.namespace.as_deref(), Some("shoot--p--a"));
+        let labels = d.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["role"], "machine-controller-manager");
+        assert_eq!(labels["app"], "kubernetes");
+        assert_eq!(labels["gardener.cloud/role"], "controlplane");
+        let spec = d.spec.as_ref().unwrap();
+        assert_eq!(spec.replicas, Some(1));
+        let pod_labels = spec.template.metadata.as_ref().unwrap().labels.as_ref();
+        let selector = spec.selector.match_labels.as_ref().unwrap();
+        for (k, v) in selector {
+            assert_eq!(
+                pod_labels.unwrap().get(k),
+                Some(v),
+                "the selector matches the pods"
+            );
+        }
+    }
+
+    #[test]
+    fn an_update_keeps_the_scale_and_the_watchdogs_annotations() {
+        let mut existing = with_replicas(Some(0));
+        existing.metadata.annotations = Some(
+            [
+                ("dependency-watchdog.gardener.cloud/replicas", "1"),
+                (
+                    "dependency-watchdog.gardener.cloud/meltdown-protection-active",
+                    "",
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        assert_eq!(
+            update(&existing, deployment("shoot--p--a")),
+            None,
+            "only the scale differs: nothing to write"
+        );
+        existing.metadata.labels.as_mut().unwrap().remove("role");
+        existing.metadata.resource_version = Some("7".into());
+        let out = update(&existing, deployment("shoot--p--a")).expect("labels differ");
+        assert_eq!(out.spec.as_ref().unwrap().replicas, Some(0));
+        assert_eq!(out.metadata.annotations, existing.metadata.annotations);
+        assert_eq!(out.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(
+            out.metadata.labels.as_ref().unwrap()["role"],
+            "machine-controller-manager"
+        );
+    }
+}
