@@ -10,9 +10,14 @@
 //! [`init`]); the modules that touch etcd, the store or the API are thin.
 
 pub mod compress;
+pub mod config;
 pub mod delta;
 pub mod gc;
 pub mod init;
+pub mod lease;
+pub mod restore;
+pub mod sidecar;
 pub mod snapshot;
+pub mod snapshotter;
 pub mod snapstore;
 pub mod validate;
