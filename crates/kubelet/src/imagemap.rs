@@ -89,15 +89,35 @@ pub enum ImageError {
     NoCommand(String),
 }
 
-/// Debian's etcd for every etcd image we know: upstream's, the one
-/// Kubernetes builds, and Gardener's etcd-wrapper (its arguments are the
-/// wrapper's own; a later entry or `--image-map` may map it differently).
+/// Debian's etcd for every etcd image we know: upstream's and the one
+/// Kubernetes builds.
 const ETCD_IMAGES: &[&str] = &[
     "quay.io/coreos/etcd",
     "gcr.io/etcd-development/etcd",
     "registry.k8s.io/etcd",
-    "europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper",
-    "europe-docker.pkg.dev/gardener-project/releases/gardener/etcd-wrapper",
+];
+
+/// Gardener's etcd images whose programs are trellis subcommands: the
+/// etcd-wrapper (`start-etcd …`, which runs Debian's etcd once
+/// backup-restore has initialized the data) and etcd-backup-restore's
+/// `etcdbrctl` (`server`, `compact`, `copy`).
+const GARDENER_ETCD_IMAGES: &[(&str, &str)] = &[
+    (
+        "europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper",
+        "etcd-wrapper",
+    ),
+    (
+        "europe-docker.pkg.dev/gardener-project/releases/gardener/etcd-wrapper",
+        "etcd-wrapper",
+    ),
+    (
+        "europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl",
+        "etcd-backup-restore",
+    ),
+    (
+        "europe-docker.pkg.dev/gardener-project/releases/gardener/etcdbrctl",
+        "etcd-backup-restore",
+    ),
 ];
 
 /// trellis's own images: the trellis binary, its subcommand first among
@@ -118,6 +138,20 @@ pub fn defaults() -> Vec<Entry> {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            ..Entry::default()
+        });
+    }
+    for (image, subcommand) in GARDENER_ETCD_IMAGES {
+        out.push(Entry {
+            image: image.to_string(),
+            entrypoint: vec!["$(TRELLIS)".to_string(), subcommand.to_string()],
+            programs: [
+                ("/etcd-wrapper", "$(TRELLIS)"),
+                ("/etcdbrctl", "$(TRELLIS)"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
             ..Entry::default()
         });
     }
@@ -330,6 +364,46 @@ mod tests {
             .resolve("trellis.dev/trellis:dev", &[], &s(&["controller-manager"]))
             .unwrap();
         assert_eq!(r.argv, s(&["/usr/local/bin/trellis", "controller-manager"]));
+    }
+
+    #[test]
+    fn gardeners_etcd_images_run_trellis_subcommands() {
+        let m = ImageMap::new("/bin/trellis");
+        for (image, args, want) in [
+            (
+                "europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:v0.6.1",
+                &["start-etcd", "--backup-restore-host-port=e-local:8080"][..],
+                &[
+                    "/bin/trellis",
+                    "etcd-wrapper",
+                    "start-etcd",
+                    "--backup-restore-host-port=e-local:8080",
+                ][..],
+            ),
+            (
+                "europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl:v0.37.0",
+                &["server", "--data-dir=/var/etcd/data/new.etcd"][..],
+                &[
+                    "/bin/trellis",
+                    "etcd-backup-restore",
+                    "server",
+                    "--data-dir=/var/etcd/data/new.etcd",
+                ][..],
+            ),
+            (
+                "europe-docker.pkg.dev/gardener-project/releases/gardener/etcdbrctl:v0.30.0",
+                &["compact"][..],
+                &["/bin/trellis", "etcd-backup-restore", "compact"][..],
+            ),
+        ] {
+            let r = m.resolve(image, &[], &s(args)).unwrap();
+            assert_eq!(r.argv, s(want), "{image}");
+            // The wrapper binds etcd to the pod IP itself.
+            assert!(!r.bind_any_to_pod_ip, "{image}");
+        }
+        // Upstream's etcd images stay Debian's etcd.
+        let r = m.resolve("quay.io/coreos/etcd:v3.4", &[], &[]).unwrap();
+        assert_eq!(r.argv, s(&["etcd"]));
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod controller_manager;
 mod demo;
 mod dependency_watchdog;
 mod druid_admission;
+mod etcd_backup_restore;
 mod etcd_store;
 mod gardener_admission;
 mod kubeconfig;
@@ -94,6 +95,10 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// etcd-backup-restore and etcd-wrapper, the containers of a druid
+    /// StatefulSet.
+    #[command(flatten)]
+    Etcd(etcd_backup_restore::Command),
     /// Parts of the process kubelet that run as their own processes.
     #[command(hide = true)]
     Kubelet {
@@ -695,6 +700,7 @@ fn main() -> anyhow::Result<()> {
             Command::Bench { what } => bench::run(what).await,
             Command::AdmissionWebhook(args) => admission_webhook::run(args).await,
             Command::DependencyWatchdog { what } => dependency_watchdog::run(what).await,
+            Command::Etcd(what) => etcd_backup_restore::run(what).await,
             Command::Crds(args) => {
                 let mut docs = vec![
                     api::crds_yaml(),
