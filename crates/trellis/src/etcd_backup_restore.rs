@@ -5,14 +5,13 @@
 //! behaviour is in the `backup-restore` crate.
 //!
 //! The process runtime has no in-cluster credentials and no hostAliases
-//! yet, so two stand-ins live here: a Lease client from `KUBECONFIG`, the
-//! in-cluster environment, or the admin kubeconfig of the `trellis up`
-//! whose pod volumes this process sees; and a host that does not resolve
-//! (druid's `<etcd>-local` alias of 127.0.0.1) means this pod's own IP,
-//! since pods share the host's loopback.
+//! yet: the Lease client comes from `KUBECONFIG` when there is no
+//! in-cluster environment, and a host that does not resolve (druid's
+//! `<etcd>-local` alias of 127.0.0.1) means this pod's own IP, since pods
+//! share the host's loopback.
 
 use std::net::ToSocketAddrs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -203,41 +202,14 @@ fn local_url(url: &str) -> String {
     format!("{scheme}://{}{path}", local_addr(hp))
 }
 
-/// The admin kubeconfig of the `trellis up` that runs this pod: found by
-/// walking up from the host paths of the pod's mounts.
-fn find_admin_kubeconfig() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let rows: Vec<(String, String)> = info
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            Some((f.get(3)?.to_string(), f.get(4)?.to_string()))
-        })
-        .collect();
-    let mount_points: Vec<&str> = rows.iter().map(|(_, m)| m.as_str()).collect();
-    for (root, _) in &rows {
-        for ancestor in Path::new(root).ancestors() {
-            let rel = ancestor.strip_prefix("/").unwrap_or(ancestor);
-            if rel.as_os_str().is_empty() {
-                break;
-            }
-            for mp in &mount_points {
-                let c = Path::new(mp).join(rel).join("admin.kubeconfig");
-                if c.is_file() {
-                    return Some(c);
-                }
-            }
-        }
-    }
-    None
-}
-
+/// A client for the Leases: `KUBECONFIG` or the in-cluster environment.
+/// The process runtime hands pods no service account tokens (and hides
+/// its data dir from them), so under `trellis up` the sidecar gets
+/// `KUBECONFIG` from the image table's `env` (`--image-map`).
 async fn kube_client() -> anyhow::Result<kube::Client> {
-    if let Ok(c) = kube::Client::try_default().await {
-        return Ok(c);
-    }
-    let path = find_admin_kubeconfig().context("no kubeconfig: KUBECONFIG unset, not in a cluster, and no trellis admin kubeconfig above the pod's volumes")?;
-    crate::controller_manager::client_from(&path).await
+    kube::Client::try_default()
+        .await
+        .context("no API credentials: KUBECONFIG unset and not in a cluster")
 }
 
 fn settings(a: &ServerArgs, leases: Option<Leases>) -> anyhow::Result<Settings> {
