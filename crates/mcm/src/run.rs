@@ -2,21 +2,21 @@
 
 use std::fmt::Debug;
 use std::future::Future;
-use std::hash::Hash;
 use std::sync::Arc;
 
 use api::{Machine, MachineClass, MachineDeployment, MachineSet};
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::WriterDropped;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use crate::controllers::{self, Config, Context, MachineDeps};
+use crate::controllers::cache::{KeysFn, cache, machine_keys, no_keys, node_keys, set_keys};
+use crate::controllers::{self, Cache, Config, Context, MachineDeps};
 
 /// Why the controllers could not start: a cache that never filled, named
 /// after the watch that failed. The watch gave up before its first list
@@ -52,19 +52,19 @@ pub enum Error {
 /// come and deduplicates them, so they never pile up for long.
 async fn shared_watch<K>(
     api: Api<K>,
+    keys: KeysFn<K>,
     triggers: usize,
 ) -> Result<
     (
-        Store<K>,
+        Cache<K>,
         Vec<impl Stream<Item = Result<K, watcher::Error>> + Send + 'static>,
     ),
     WriterDropped,
 >
 where
-    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
+    let (store, mut writer) = cache::<K>(keys);
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..triggers)
         .map(|_| mpsc::unbounded_channel::<K>())
         .unzip();
@@ -81,7 +81,12 @@ where
     };
     let pump = watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
+        // The store and its indexes change together, before any trigger
+        // goes out.
+        .map_ok(move |ev| {
+            writer.apply(&ev);
+            ev
+        })
         .touched_objects()
         .for_each(move |obj| {
             // Watch errors are retried by the backoff; nothing to trigger.
@@ -224,13 +229,14 @@ pub async fn run(
     // Machine events trigger the machine set controller, the safety
     // controller and, with a driver, the machine and class controllers.
     let machine_triggers = if driver.is_some() { 4 } else { 2 };
-    let (machine_store, mut machine_events) = shared_watch(machines, machine_triggers)
-        .await
-        .map_err(Error::WatchMachinesFailed)?;
-    let (set_store, mut set_events) = shared_watch(sets.clone(), 1)
+    let (machine_store, mut machine_events) =
+        shared_watch(machines, machine_keys, machine_triggers)
+            .await
+            .map_err(Error::WatchMachinesFailed)?;
+    let (set_store, mut set_events) = shared_watch(sets.clone(), set_keys, 1)
         .await
         .map_err(Error::WatchMachineSetsFailed)?;
-    metrics.observe_machines(machine_store.clone());
+    metrics.observe_machines(machine_store.store());
     let ms_machine_events = machine_events.remove(0);
     let safety_machine_events = machine_events.remove(0);
     let mc_machine_events = machine_events.pop();
@@ -241,17 +247,17 @@ pub async fn run(
     // machines of the class and the secrets the class may release.
     let (class_store, mut class_events, secrets) = if driver.is_some() {
         let classes: Api<MachineClass> = Api::namespaced(control.clone(), &ns);
-        let (store, events) = shared_watch(classes, 3)
+        let (store, events) = shared_watch(classes, no_keys, 3)
             .await
             .map_err(Error::WatchMachineClassesFailed)?;
         let secrets: Api<Secret> = Api::namespaced(control.clone(), &ns);
-        let (secret_store, mut secret_events) = shared_watch(secrets, 1)
+        let (secret_store, mut secret_events) = shared_watch(secrets, no_keys, 1)
             .await
             .map_err(Error::WatchSecretsFailed)?;
         (
-            Some(store),
+            Some(store.store()),
             events,
-            secret_events.pop().map(|e| (secret_store, e)),
+            secret_events.pop().map(|e| (secret_store.store(), e)),
         )
     } else {
         (None, Vec::new(), None)
@@ -266,9 +272,10 @@ pub async fn run(
         Some(driver) => {
             let (node_store, node_events) = match &target {
                 Some(target) => {
-                    let (store, mut events) = shared_watch(Api::<Node>::all(target.clone()), 1)
-                        .await
-                        .map_err(Error::WatchNodesFailed)?;
+                    let (store, mut events) =
+                        shared_watch(Api::<Node>::all(target.clone()), node_keys, 1)
+                            .await
+                            .map_err(Error::WatchNodesFailed)?;
                     (Some(store), events.pop())
                 }
                 None => (None, None),
@@ -348,7 +355,7 @@ pub async fn run(
             return;
         };
         let (node_ctx, class_ctx) = (ctx.clone(), ctx.clone());
-        let mut mc = Controller::for_stream(machine_events, machine_store);
+        let mut mc = Controller::for_stream(machine_events, machine_store.store());
         if let Some(node_events) = node_events {
             mc = mc.watches_stream(node_events, move |node: Node| {
                 controllers::machine::machines_for_node(&node_ctx, &node)

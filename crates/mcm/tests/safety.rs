@@ -500,9 +500,9 @@ impl Probe for SwitchProbe {
 async fn frozen_machine_controller_leaves_live_machines_alone() {
     let client = server().await;
     let provider = provider(&client).await;
-    let (machine_store, _machine_writer) = kube::runtime::reflector::store::<Machine>();
-    let (set_store, _set_writer) = kube::runtime::reflector::store::<MachineSet>();
-    let (node_store, _node_writer) = kube::runtime::reflector::store::<Node>();
+    let (machine_store, set_store) = mcm::controllers::context::empty_caches();
+    let (node_store, _node_writer) =
+        mcm::controllers::cache::cache::<Node>(mcm::controllers::cache::node_keys);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {

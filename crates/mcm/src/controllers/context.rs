@@ -16,6 +16,8 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
+
+use super::cache::{self, Cache, IndexKey};
 use parking_lot::Mutex;
 
 use crate::backoff::RateLimiter;
@@ -268,8 +270,9 @@ pub struct MachineDeps {
     /// The provider, linked in-process as upstream does.
     pub driver: Arc<dyn driver::Driver>,
     /// The target cluster's Nodes, filled by the watch that also triggers
-    /// the machine controller; `None` without a target cluster.
-    pub nodes: Option<Store<Node>>,
+    /// the machine controller, indexed by the machine-name label; `None`
+    /// without a target cluster.
+    pub nodes: Option<Cache<Node>>,
     /// Events on machines (reporter `machine-controller`).
     pub recorder: Recorder,
     /// Per deleting machine (by UID), what its drain remembers per pod
@@ -294,7 +297,7 @@ impl MachineDeps {
     /// target cluster.
     pub fn new(
         driver: Arc<dyn driver::Driver>,
-        nodes: impl Into<Option<Store<Node>>>,
+        nodes: impl Into<Option<Cache<Node>>>,
         recorder: Recorder,
     ) -> Self {
         MachineDeps {
@@ -339,8 +342,10 @@ pub struct Context {
     /// are `Available` as soon as their VM exists, and nothing is drained,
     /// synced or probed there.
     pub target: Option<kube::Client>,
-    pub machines: Store<Machine>,
-    pub sets: Store<MachineSet>,
+    /// The control namespace's machines and machine sets, indexed
+    /// ([`cache`]).
+    pub machines: Cache<Machine>,
+    pub sets: Cache<MachineSet>,
     pub config: Config,
     pub expectations: Expectations,
     /// Events on machine sets and deployments (reporter
@@ -361,8 +366,8 @@ impl Context {
     pub fn new(
         control: kube::Client,
         target: impl Into<Option<kube::Client>>,
-        machines: Store<Machine>,
-        sets: Store<MachineSet>,
+        machines: Cache<Machine>,
+        sets: Cache<MachineSet>,
         config: Config,
         machine: Option<MachineDeps>,
     ) -> Arc<Context> {
@@ -405,39 +410,39 @@ impl Context {
 
     /// Cached machine sets controlled by the deployment with `uid`.
     pub fn sets_of(&self, uid: &str) -> Vec<Arc<MachineSet>> {
-        self.sets
-            .state()
-            .into_iter()
-            .filter(|m| {
-                m.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.controller == Some(true) && o.uid == uid)
-            })
-            .collect()
+        let mut sets = self.sets.by(&IndexKey::Controller(uid.to_string()));
+        sets.retain(|s| controlled_by(&s.metadata, uid));
+        sets
     }
 
     /// Cached machines controlled by the owner with `uid`.
     pub fn machines_of(&self, uid: &str) -> Vec<Arc<Machine>> {
-        self.machines
-            .state()
-            .into_iter()
-            .filter(|m| {
-                m.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.controller == Some(true) && o.uid == uid)
-            })
-            .collect()
+        let mut machines = self.machines.by(&IndexKey::Controller(uid.to_string()));
+        machines.retain(|m| controlled_by(&m.metadata, uid));
+        machines
     }
+}
+
+/// Whether `uid` is the controller among the owners in `meta`.
+fn controlled_by(meta: &kube::api::ObjectMeta, uid: &str) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// Empty caches for machines and machine sets, indexed as the controllers
+/// need (tests that run controllers without watches use them).
+pub fn empty_caches() -> (Cache<Machine>, Cache<MachineSet>) {
+    (
+        cache::cache(cache::machine_keys).0,
+        cache::cache(cache::set_keys).0,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::reflector;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -474,8 +479,7 @@ mod tests {
         let client =
             kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
                 .unwrap();
-        let (machines, _) = reflector::store::<Machine>();
-        let (sets, _) = reflector::store::<MachineSet>();
+        let (machines, sets) = empty_caches();
         let ctx = Context::new(client, None, machines, sets, Config::default(), None);
         assert!(!ctx.has_target());
         let m = Arc::new(Machine::test("m1"));

@@ -27,6 +27,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::cache::IndexKey;
 use super::context::{Context, Error, MachineDeps};
 use crate::machineclass::{self as decide, ClassAction, ClassUse};
 
@@ -68,12 +69,24 @@ fn class_uses<'a>(
         .collect()
 }
 
+/// How many cached machines use the class `ns/name`: the size of the
+/// machine cache's class index, which holds exactly the machines
+/// [`decide::uses_class`] counts (namespace and `spec.class.name`).
+fn cached_using(ctx: &Context, ns: &str, name: &str) -> usize {
+    ctx.machines
+        .count(&IndexKey::Class(ns.to_string(), name.to_string()))
+}
+
 /// The cached classes with how many cached machines use each.
 fn cached_uses(ctx: &Context, deps: &MachineDeps) -> Vec<ClassUse> {
-    let machines = ctx.machines.state();
-    let machines: Vec<&Machine> = machines.iter().map(|m| m.as_ref()).collect();
-    let classes = deps.classes.state();
-    class_uses(classes.iter().map(|c| c.as_ref()), &machines)
+    deps.classes
+        .state()
+        .iter()
+        .map(|c| {
+            let ns = c.metadata.namespace.as_deref().unwrap_or_default();
+            ClassUse::of(c, cached_using(ctx, ns, &c.name_any()))
+        })
+        .collect()
 }
 
 /// Adds or removes `finalizer` with a merge patch guarded by `meta`'s
@@ -173,8 +186,7 @@ pub async fn reconcile(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<Ac
             apply_secret(&ctx, &secret, &uses).await?;
         }
     }
-    let machines = ctx.machines.state();
-    let used_by = machines_using(machines.iter().map(|m| m.as_ref()), &ns, &class.name_any());
+    let used_by = cached_using(&ctx, &ns, &class.name_any());
     apply_class(&ctx, &class, used_by).await?;
     Ok(Action::requeue(RESYNC))
 }

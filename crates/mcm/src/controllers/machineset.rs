@@ -1,6 +1,7 @@
 //! The machine set controller: keeps the number of machines a set owns at
 //! its replicas, replaces failed machines, and reports status.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,12 +144,18 @@ pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action
         set_finalizer(&sets, &set.metadata, true).await?;
         return Ok(Action::await_change());
     }
-    let cached = |n: &str| {
-        owned
-            .iter()
-            .find(|m| m.metadata.name.as_deref() == Some(n))
-            .map(|m| m.metadata.deletion_timestamp.is_none())
-    };
+    // By name, so checking a burst of expected creations costs what the
+    // set owns, not that times the burst.
+    let by_name: HashMap<&str, bool> = owned
+        .iter()
+        .map(|m| {
+            (
+                m.metadata.name.as_deref().unwrap_or_default(),
+                m.metadata.deletion_timestamp.is_none(),
+            )
+        })
+        .collect();
+    let cached = |n: &str| by_name.get(n).copied();
     if !ctx.expectations.satisfied(&uid, cached) {
         return Ok(Action::requeue(CACHE_WAIT));
     }

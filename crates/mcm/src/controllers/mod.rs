@@ -1,6 +1,7 @@
 //! The controllers: thin executors that observe through kube-rs caches,
 //! call the pure planners, and apply the plans through the API.
 
+pub mod cache;
 pub mod context;
 pub mod heartbeat;
 pub mod machine;
@@ -9,4 +10,5 @@ pub mod machinedeployment;
 pub mod machineset;
 pub mod safety;
 
+pub use cache::{Cache, CacheWriter, IndexKey};
 pub use context::{Config, Context, Error, ErrorRequeues, MachineDeps, forgetting, requeue_key};

@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::{Scope, finalizer_patch, has_finalizer, is_status, requeue};
+use crate::controllers::cache::IndexKey;
 use crate::controllers::context::Error;
 use crate::machine::{self as decide, DeletionStep, StepFact, Transition};
 
@@ -169,7 +170,7 @@ impl Scope<'_> {
             .deps
             .nodes
             .iter()
-            .flat_map(|nodes| nodes.state())
+            .flat_map(|nodes| nodes.by(&IndexKey::MachineName(self.name.clone())))
             .find(|n| n.labels().get(labels::NODE_MACHINE_NAME) == Some(&self.name));
         if let Some(node) = by_label {
             let p = json!({"metadata": {"labels": {labels::NODE: node.name_any()}}});

@@ -13,6 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use super::{CACHE_CONFIRM, MELTDOWN_WAIT, Scope, is_status};
+use crate::controllers::cache::IndexKey;
 use crate::controllers::context::Error;
 use crate::health::{self, HEALTH_RECHECK, Verdict};
 use crate::machine as decide;
@@ -144,7 +145,7 @@ impl Scope<'_> {
         let siblings: Vec<health::Sibling> = self
             .ctx
             .machines
-            .state()
+            .by(&IndexKey::Group(self.ns.clone(), key.clone()))
             .iter()
             .filter(|m| {
                 m.metadata.namespace.as_deref() == Some(self.ns.as_str())

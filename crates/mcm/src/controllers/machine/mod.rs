@@ -65,6 +65,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::OwnedMutexGuard;
 
+use super::cache::IndexKey;
 use super::context::{Context, Error, MachineDeps};
 use crate::machine::{self as decide, ClassState, MachineEvent, Settings};
 
@@ -173,20 +174,24 @@ pub fn error_policy(machine: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Ac
 /// names it, and the one its `machine-name` label names.
 pub fn machines_for_node(ctx: &Context, node: &Node) -> Vec<ObjectRef<Machine>> {
     let name = node.name_any();
-    let named = node
-        .labels()
-        .get(labels::NODE_MACHINE_NAME)
-        .cloned()
-        .unwrap_or_default();
-    ctx.machines
-        .state()
+    let mut found = ctx.machines.by(&IndexKey::Node(name.clone()));
+    if let Some(named) = node.labels().get(labels::NODE_MACHINE_NAME)
+        && !named.is_empty()
+    {
+        found.extend(ctx.machines.by(&IndexKey::Name(named.clone())));
+    }
+    let named = node.labels().get(labels::NODE_MACHINE_NAME);
+    let mut refs: Vec<ObjectRef<Machine>> = found
         .iter()
         .filter(|m| {
             m.labels().get(labels::NODE) == Some(&name)
-                || (!named.is_empty() && m.name_any() == named)
+                || named.is_some_and(|n| !n.is_empty() && m.name_any() == *n)
         })
         .map(|m| ObjectRef::from_obj(m.as_ref()))
-        .collect()
+        .collect();
+    refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    refs.dedup();
+    refs
 }
 
 /// Maps a MachineClass to the machines that use it, so a changed provider
@@ -194,8 +199,11 @@ pub fn machines_for_node(ctx: &Context, node: &Node) -> Vec<ObjectRef<Machine>> 
 pub fn machines_for_class(ctx: &Context, class: &MachineClass) -> Vec<ObjectRef<Machine>> {
     let name = class.metadata.name.clone().unwrap_or_default();
     let ns = class.metadata.namespace.clone();
+    let Some(key_ns) = ns.clone() else {
+        return Vec::new();
+    };
     ctx.machines
-        .state()
+        .by(&IndexKey::Class(key_ns, name.clone()))
         .iter()
         .filter(|m| m.spec.class.name == name && m.metadata.namespace == ns)
         .map(|m| ObjectRef::from_obj(m.as_ref()))

@@ -7,6 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 
 use super::{Scope, is_status};
+use crate::controllers::cache::IndexKey;
 use crate::controllers::context::Error;
 use crate::machine as decide;
 
@@ -27,7 +28,7 @@ impl Scope<'_> {
         let owners = self
             .ctx
             .machines
-            .state()
+            .by(&IndexKey::Node(node_name.clone()))
             .iter()
             .filter(|m| {
                 m.metadata.deletion_timestamp.is_none()

@@ -22,6 +22,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{is_status, publish};
+use crate::controllers::cache::IndexKey;
 use crate::controllers::context::{Context, Error, MachineDeps, class_secret};
 use crate::safety::{self, NodeAction};
 
@@ -188,6 +189,16 @@ pub async fn collect_orphans(
     Ok(deleted)
 }
 
+/// The cached machines that may map to `node` (by the indexes): those
+/// labelled with its name and the one it names. [`maps_to`] decides.
+fn cached_candidates(ctx: &Context, node: &Node) -> Vec<std::sync::Arc<Machine>> {
+    let mut found = ctx.machines.by(&IndexKey::Node(node.name_any()));
+    if let Some(named) = node.labels().get(labels::NODE_MACHINE_NAME) {
+        found.extend(ctx.machines.by(&IndexKey::Name(named.clone())));
+    }
+    found
+}
+
 /// Whether a machine maps to the node: its `node` label names the node, or
 /// the node's machine-name label names it.
 fn maps_to<'a>(node: &Node, machines: impl IntoIterator<Item = &'a Machine>) -> bool {
@@ -204,7 +215,6 @@ fn maps_to<'a>(node: &Node, machines: impl IntoIterator<Item = &'a Machine>) -> 
 /// machines.
 async fn disown_nodes(ctx: &Context, deps: &MachineDeps, api: &Api<Machine>) -> Result<(), Error> {
     let now = Utc::now();
-    let cached = ctx.machines.state();
     // Without a target cluster there are no nodes to disown.
     let (Some(target), Some(node_store)) = (ctx.target.clone(), deps.nodes.as_ref()) else {
         return Ok(());
@@ -212,7 +222,10 @@ async fn disown_nodes(ctx: &Context, deps: &MachineDeps, api: &Api<Machine>) -> 
     let mut live: Option<Vec<Machine>> = None;
     let nodes: Api<Node> = Api::all(target);
     for node in node_store.state() {
-        let mapped = maps_to(&node, cached.iter().map(|m| m.as_ref()));
+        let mapped = maps_to(
+            &node,
+            cached_candidates(ctx, &node).iter().map(|m| m.as_ref()),
+        );
         let Some(action) =
             safety::node_action(&node, mapped, ctx.config.machine.creation_timeout, now)
         else {
