@@ -40,6 +40,9 @@ use serde_json::json;
 use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use tracing::{debug, warn};
 
+mod ticker;
+use ticker::run_ticker;
+
 use crate::config::SimConfig;
 use crate::error::Error;
 use crate::faults::NodeFaults;
@@ -383,43 +386,6 @@ impl NodeSimulator {
     /// flight finish.
     pub fn shutdown(&self) {
         let _ = self.stop.send(true);
-    }
-}
-
-/// Waits for the next tick, a wake-up, or the stop signal; false on stop.
-async fn pause(shared: &Shared, stop: &mut watch::Receiver<bool>) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep(shared.cfg.tick) => true,
-        _ = shared.wake.notified() => true,
-        r = stop.changed() => r.is_ok() && !*stop.borrow(),
-    }
-}
-
-async fn run_ticker(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    while pause(&shared, &mut stop).await {
-        let jobs = shared.plan(Timestamp::now());
-        for job in jobs {
-            let permit = tokio::select! {
-                p = shared.permits.clone().acquire_owned() => p.expect("semaphore never closed"),
-                _ = stop.changed() => return,
-            };
-            let sh = shared.clone();
-            tokio::spawn(async move {
-                match job {
-                    Job::Node(j) => {
-                        let (name, generation) = (j.name.clone(), j.generation);
-                        let out = sh.run_node_job(j).await;
-                        sh.apply_node_outcome(&name, generation, out);
-                    }
-                    Job::Pod(j) => {
-                        let (key, uid) = (j.key.clone(), j.uid.clone());
-                        let result = sh.run_pod_job(j).await;
-                        sh.apply_pod_outcome(&key, &uid, result);
-                    }
-                }
-                drop(permit);
-            });
-        }
     }
 }
 
