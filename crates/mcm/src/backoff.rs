@@ -142,6 +142,11 @@ impl TokenBucket {
 pub struct RateLimiter<K> {
     items: ItemBackoff<K>,
     bucket: TokenBucket,
+    /// Prune once more objects than this are tracked; after a prune, twice
+    /// what is left (at least [`PRUNE_ABOVE`]), so that thousands of
+    /// objects failing at once cost amortised O(1) per failure, not a
+    /// scan of all of them each.
+    prune_above: usize,
 }
 
 /// Objects tracked before stale entries are looked for.
@@ -159,14 +164,19 @@ impl<K: Eq + Hash + Clone> Default for RateLimiter<K> {
 
 impl<K: Eq + Hash + Clone> RateLimiter<K> {
     pub fn new(items: ItemBackoff<K>, bucket: TokenBucket) -> Self {
-        RateLimiter { items, bucket }
+        RateLimiter {
+            items,
+            bucket,
+            prune_above: PRUNE_ABOVE,
+        }
     }
 
     /// Records a failure of `key` at `now`; returns how long to wait
     /// before retrying it.
     pub fn when(&mut self, key: &K, now: Instant) -> Duration {
-        if self.items.len() > PRUNE_ABOVE {
+        if self.items.len() > self.prune_above {
             self.items.prune(now);
+            self.prune_above = PRUNE_ABOVE.max(2 * self.items.len());
         }
         let item = self.items.when(key, now);
         let bucket = self.bucket.reserve(now);
@@ -321,5 +331,25 @@ mod tests {
         let later = t0 + MAX_DELAY * 3;
         assert_eq!(r.when(&0, later), BASE_DELAY);
         assert_eq!(r.items.len(), 1);
+        assert_eq!(r.prune_above, PRUNE_ABOVE);
+    }
+
+    #[test]
+    fn many_objects_failing_at_once_are_not_scanned_on_every_failure() {
+        let t0 = Instant::now();
+        let mut r = RateLimiter::<usize>::default();
+        for k in 0..=PRUNE_ABOVE {
+            r.when(&k, t0);
+        }
+        // The prune at PRUNE_ABOVE + 1 found nothing stale: the next one
+        // waits until twice as many are tracked.
+        r.when(&(PRUNE_ABOVE + 1), t0);
+        assert_eq!(r.prune_above, 2 * (PRUNE_ABOVE + 1));
+        for k in 0..3 * PRUNE_ABOVE {
+            r.when(&k, t0);
+        }
+        // Past that, one more prune, and the threshold doubles again.
+        assert_eq!(r.items.len(), 3 * PRUNE_ABOVE);
+        assert_eq!(r.prune_above, 2 * (2 * (PRUNE_ABOVE + 1) + 1));
     }
 }
