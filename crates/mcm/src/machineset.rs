@@ -98,15 +98,14 @@ fn available(m: &Machine, min_ready_seconds: i32, now: DateTime<Utc>) -> bool {
 }
 
 fn labels_match(m: &Machine, set: &MachineSet) -> bool {
-    let want = set
-        .spec
+    let have = m.metadata.labels.as_ref();
+    set.spec
         .template
         .metadata
         .labels
-        .clone()
-        .unwrap_or_default();
-    let have = m.metadata.labels.clone().unwrap_or_default();
-    want.iter().all(|(k, v)| have.get(k) == Some(v))
+        .iter()
+        .flatten()
+        .all(|(k, v)| have.and_then(|h| h.get(k)) == Some(v))
 }
 
 fn has_label(set: &MachineSet, key: &str, value: Option<&str>) -> bool {
@@ -123,6 +122,15 @@ fn has_label(set: &MachineSet, key: &str, value: Option<&str>) -> bool {
 pub fn template_sync(set: &MachineSet, m: &Machine) -> Option<serde_json::Value> {
     let want = &set.spec.template.spec;
     let active = !is_terminating(m) && m.phase() != Some(MachinePhase::Failed);
+    // Equal fields serialise alike, so there is nothing to diff: the usual
+    // case, checked without building JSON for every machine of every pass.
+    if m.spec.class.kind == want.class.kind
+        && (!active
+            || (m.spec.node_template == want.node_template
+                && m.spec.configuration == want.configuration))
+    {
+        return None;
+    }
     let view = |spec: &api::MachineSpec| -> Option<serde_json::Value> {
         let mut v = serde_json::Map::new();
         if active {
