@@ -11,6 +11,7 @@
 
 pub mod compress;
 pub mod config;
+pub mod copy;
 pub mod delta;
 pub mod gc;
 pub mod init;

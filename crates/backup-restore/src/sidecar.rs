@@ -349,7 +349,11 @@ impl Sidecar {
                 tracing::warn!(error = %e, "could not list the store");
             }
             let latest = snapper.latest().await;
-            let stale = latest.full.as_ref().is_none_or(|f| f.is_final);
+            let stale = full_due_at_start(
+                latest.full.as_ref(),
+                me.settings.schedule.as_ref(),
+                chrono::Utc::now(),
+            );
             if stale && let Err(e) = me.full_snapshot(false).await {
                 tracing::warn!(error = %e, "initial full snapshot failed");
             }
@@ -445,6 +449,25 @@ impl Sidecar {
     }
 }
 
+/// Whether a new leader takes a full snapshot before its deltas: when the
+/// store has none, when the newest is final (the member stopped after it,
+/// so deltas would start from a stale point), or when the schedule fired
+/// since it was taken (a scheduled snapshot was missed). Pure.
+pub fn full_due_at_start(
+    latest: Option<&Snapshot>,
+    schedule: Option<&gardener::cron::Cron>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    let Some(full) = latest else { return true };
+    if full.is_final {
+        return true;
+    }
+    let Some(cron) = schedule else { return false };
+    let taken = chrono::DateTime::from_timestamp(full.created, 0).unwrap_or_default();
+    cron.next_after(taken, chrono_tz::Tz::UTC)
+        .is_some_and(|next| next <= now)
+}
+
 /// The HTTP API (`br:pkg/server/httpAPI.go`).
 pub fn router(sidecar: Arc<Sidecar>) -> axum::Router {
     use axum::extract::{Query, State};
@@ -531,4 +554,47 @@ pub fn router(sidecar: Arc<Sidecar>) -> axum::Router {
             }),
         )
         .with_state(sidecar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_leader_takes_a_full_when_none_is_usable() {
+        let hourly = gardener::cron::Cron::parse("0 */1 * * *").unwrap();
+        let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        let full = |t: &str, is_final: bool| Snapshot {
+            is_final,
+            ..Snapshot::full(10, at(t).timestamp(), Compression::None)
+        };
+        let now = at("2026-01-01T10:30:00Z");
+        for (latest, schedule, want) in [
+            (None, Some(&hourly), true),
+            (
+                Some(full("2026-01-01T10:10:00Z", true)),
+                Some(&hourly),
+                true,
+            ),
+            // Taken after the last firing (10:00): deltas can go on.
+            (
+                Some(full("2026-01-01T10:10:00Z", false)),
+                Some(&hourly),
+                false,
+            ),
+            // The 10:00 snapshot was missed.
+            (
+                Some(full("2026-01-01T09:50:00Z", false)),
+                Some(&hourly),
+                true,
+            ),
+            (Some(full("2025-01-01T09:50:00Z", false)), None, false),
+        ] {
+            assert_eq!(
+                full_due_at_start(latest.as_ref(), schedule, now),
+                want,
+                "{latest:?}"
+            );
+        }
+    }
 }
