@@ -1,4 +1,4 @@
-//! `trellis etcd-backup-restore server|compact` and `trellis etcd-wrapper
+//! `trellis etcd-backup-restore server|compact|copy` and `trellis etcd-wrapper
 //! start-etcd`: the two containers of a druid StatefulSet as trellis
 //! subcommands (the kubelet's image table maps upstream's images here),
 //! with upstream's flag names as druid passes them. CLI glue only; the
@@ -48,6 +48,7 @@ pub enum Command {
 pub enum BrCommand {
     Server(Box<ServerArgs>),
     Compact(Box<ServerArgs>),
+    Copy(Box<CopyArgs>),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +141,35 @@ pub struct ServerArgs {
     embedded_etcd_quota_bytes: Option<u64>,
 }
 
+/// `copy` (druid's EtcdCopyBackupsTask worker).
+#[derive(clap::Args)]
+pub struct CopyArgs {
+    #[arg(long, default_value = "/home/nonroot/data/temp")]
+    snapstore_temp_directory: PathBuf,
+    #[arg(long, default_value = "Local")]
+    storage_provider: String,
+    #[arg(long, default_value = "")]
+    store_prefix: String,
+    #[arg(long, env = "STORAGE_CONTAINER", default_value = "")]
+    store_container: String,
+    #[arg(long, default_value = "Local")]
+    source_store_provider: String,
+    #[arg(long, default_value = "")]
+    source_store_prefix: String,
+    #[arg(long, env = "SOURCE_STORAGE_CONTAINER", default_value = "")]
+    source_store_container: String,
+    /// Days.
+    #[arg(long)]
+    max_backup_age: Option<i64>,
+    #[arg(long)]
+    max_backups_to_copy: Option<usize>,
+    #[arg(long, action = ArgAction::Set, default_value_t = false)]
+    wait_for_final_snapshot: bool,
+    /// 0 waits forever.
+    #[arg(long, default_value = "0s", value_parser = dur)]
+    wait_for_final_snapshot_timeout: Duration,
+}
+
 #[derive(clap::Args)]
 pub struct WrapperArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -164,10 +194,50 @@ pub async fn run(cmd: Command) -> anyhow::Result<()> {
         Command::BackupRestore {
             what: BrCommand::Compact(a),
         } => compact(*a).await,
+        Command::BackupRestore {
+            what: BrCommand::Copy(a),
+        } => copy(*a).await,
         Command::Wrapper {
             what: WrapperCommand::StartEtcd(a),
         } => wrapper(a).await,
     }
+}
+
+async fn copy(a: CopyArgs) -> anyhow::Result<()> {
+    let open = |provider: &str, container: &str, prefix: &str| {
+        snapstore::open(&StoreConfig {
+            provider: provider.to_string(),
+            container: container.to_string(),
+            prefix: prefix.to_string(),
+        })
+    };
+    let source = open(
+        &a.source_store_provider,
+        &a.source_store_container,
+        &a.source_store_prefix,
+    )?;
+    let target = open(&a.storage_provider, &a.store_container, &a.store_prefix)?;
+    let filter = backup_restore::copy::Filter {
+        max_backup_age_days: a.max_backup_age,
+        max_backups: a.max_backups_to_copy,
+    };
+    let wait = a
+        .wait_for_final_snapshot
+        .then_some(a.wait_for_final_snapshot_timeout);
+    let n = backup_restore::copy::copy(
+        source.as_ref(),
+        target.as_ref(),
+        &filter,
+        wait,
+        &a.snapstore_temp_directory,
+    )
+    .await?;
+    println!(
+        "copied {n} snapshots from {} to {}",
+        source.describe(),
+        target.describe()
+    );
+    Ok(())
 }
 
 /// This pod's IP: what its hostname resolves to in the pod's hosts file.
