@@ -358,3 +358,47 @@ impl Cluster {
         }
     }
 }
+
+/// The TLS stack the server speaks, for clients that talk to it below
+/// kube-rs (`trellis bench apiserver` drives HTTP/1.1 and HTTP/2
+/// connections itself).
+pub use tokio_rustls;
+
+/// A TLS client configuration for this server: trusting `ca_pem` (the
+/// generated CA), presenting `identity` (certificate and key PEMs) if
+/// given, offering `alpn` (`h2`, `http/1.1`).
+pub fn client_tls(
+    ca_pem: &str,
+    identity: Option<(&str, &str)>,
+    alpn: &[&[u8]],
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        let cert = cert.map_err(|e| format!("the CA certificate: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("the CA certificate: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("the client certificate: {e}"))?;
+            let key = PrivateKeyDer::from_pem_slice(key.as_bytes())
+                .map_err(|e| format!("the client key: {e}"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("the client certificate: {e}"))?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
+}

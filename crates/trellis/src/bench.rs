@@ -3,6 +3,7 @@
 //! `bench mcm` ([`mcm`]) also runs the controllers as a child process.
 
 mod capi;
+mod client;
 mod mcm;
 
 use std::sync::Arc;
@@ -18,9 +19,36 @@ use serde_json::json;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
-    /// The embedded API server: creates/s, GET and LIST latency, watch
-    /// delivery latency, memory.
+    /// The API server. As clients see it (`--mode client`): `trellis
+    /// server` as its own process over TLS, load from this one over
+    /// HTTP/1.1 and HTTP/2 — throughput, latency, server CPU per request.
+    /// In process (`--mode in-process`): the embedded server over plain
+    /// HTTP — creates/s, GET and LIST latency, watch delivery latency,
+    /// memory. `--mode both` (the default) prints both tables.
     Apiserver {
+        /// Which tables to print.
+        #[arg(long, value_enum, default_value_t = ApiserverMode::Both)]
+        mode: ApiserverMode,
+        /// Requests per row of the client table.
+        #[arg(long, default_value_t = 2_000)]
+        requests: usize,
+        /// How the client table's load authenticates.
+        #[arg(long, value_enum, default_value_t = client::Auth::Token)]
+        auth: client::Auth,
+        /// Protocols of the client table.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "http1,http2")]
+        protocols: Vec<client::Proto>,
+        /// Concurrent clients of the client table's rows.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        clients: Vec<usize>,
+        /// Verbs of the client table.
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "create,update,apply,get"
+        )]
+        verbs: Vec<client::Verb>,
         /// Objects created for the memory figure.
         #[arg(long, default_value_t = 100_000)]
         objects: usize,
@@ -51,9 +79,11 @@ pub enum BenchCommand {
     /// Running, then a rolling update (server and controller-manager run as
     /// child processes).
     Mcm {
-        /// Machines of the deployment.
-        #[arg(long, default_value_t = 1000)]
-        machines: usize,
+        /// Machines of the deployment; several sizes (`1000,3000,10000`)
+        /// run one after another, each on a fresh server and
+        /// controller-manager, and end with a table of the curve.
+        #[arg(long, value_delimiter = ',', default_value = "1000")]
+        machines: Vec<usize>,
         /// maxSurge of the rolling update (a count or a percentage).
         #[arg(long, default_value = "10%")]
         max_surge: String,
@@ -68,6 +98,9 @@ pub enum BenchCommand {
         /// --local-provider=false) and `trellis provider local` connects.
         #[arg(long)]
         grpc: bool,
+        /// Only bring the machines to Running; no rolling update.
+        #[arg(long)]
+        no_rollout: bool,
     },
     /// Cluster API: one MachineDeployment of N Machines (TrellisConfig
     /// bootstrap, LocalMachine infrastructure) from zero to all Running,
@@ -96,6 +129,17 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 500)]
         size: usize,
     },
+}
+
+/// Which tables `bench apiserver` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiserverMode {
+    /// Both, the client table first.
+    Both,
+    /// `trellis server` in its own process over TLS.
+    Client,
+    /// The embedded server over plain HTTP, client in the same process.
+    InProcess,
 }
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -507,7 +551,18 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             max_unavailable,
             in_memory,
             grpc,
-        } => mcm::run(machines, max_surge, max_unavailable, in_memory, grpc).await,
+            no_rollout,
+        } => {
+            mcm::run(
+                machines,
+                max_surge,
+                max_unavailable,
+                in_memory,
+                grpc,
+                !no_rollout,
+            )
+            .await
+        }
         BenchCommand::Capi {
             machines,
             max_surge,
@@ -515,9 +570,37 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             in_memory,
         } => capi::run(machines, max_surge, max_unavailable, in_memory).await,
         BenchCommand::Apiserver {
+            mode,
+            requests,
+            auth,
+            protocols,
+            clients,
+            verbs,
             objects,
             list_objects,
             in_memory,
-        } => apiserver_bench(objects, list_objects, in_memory).await,
+        } => {
+            if mode != ApiserverMode::InProcess {
+                println!("### As clients see it: `trellis server` in its own process, TLS");
+                println!();
+                client::run(client::Plan {
+                    requests,
+                    auth,
+                    protocols,
+                    clients,
+                    verbs,
+                })
+                .await?;
+                println!();
+            }
+            if mode != ApiserverMode::Client {
+                println!(
+                    "### In process: embedded server over plain HTTP, client in the same process"
+                );
+                println!();
+                apiserver_bench(objects, list_objects, in_memory).await?;
+            }
+            Ok(())
+        }
     }
 }
