@@ -227,13 +227,97 @@ pub(super) fn per_machine_table(
     out
 }
 
-pub async fn run(
+/// What one size of the bench measured, for the summary across sizes.
+struct Summary {
     machines: usize,
+    up: Duration,
+    cm_cpu_up: f64,
+    cm_rss_idle: f64,
+    cm_rss_up: f64,
+    srv_rss_idle: f64,
+    srv_rss_up: f64,
+    roll: Option<Duration>,
+    cm_cpu_roll: f64,
+    invariants_ok: bool,
+}
+
+/// Runs the bench once per size in `sizes` (each with its own server and
+/// controller-manager), then prints the curve: time to all Running, the
+/// controller-manager's CPU and memory per machine at each size.
+pub async fn run(
+    sizes: Vec<usize>,
     max_surge: String,
     max_unavailable: String,
     in_memory: bool,
     grpc: bool,
+    rollout: bool,
 ) -> anyhow::Result<()> {
+    let mut summaries = Vec::new();
+    for &machines in &sizes {
+        println!("### {machines} machines");
+        println!();
+        let s = run_one(
+            machines,
+            &max_surge,
+            &max_unavailable,
+            in_memory,
+            grpc,
+            rollout,
+        )
+        .await?;
+        println!();
+        summaries.push(s);
+    }
+    println!("### Per size");
+    println!();
+    println!(
+        "| machines | to all Running | cm CPU | cm CPU per machine | cm RSS (idle → Running) | cm RSS per machine | server RSS (idle → Running) | server RSS per machine | rollout (maxSurge {max_surge}) | cm CPU per machine replaced | invariants |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for s in &summaries {
+        let n = s.machines as f64;
+        println!(
+            "| {} | {:.2} s | {:.1} s | {:.2} ms | {:.0} → {:.0} MiB | {:.1} KiB | {:.0} → {:.0} MiB | {:.1} KiB | {} | {} | {} |",
+            s.machines,
+            s.up.as_secs_f64(),
+            s.cm_cpu_up,
+            s.cm_cpu_up * 1000.0 / n,
+            s.cm_rss_idle,
+            s.cm_rss_up,
+            (s.cm_rss_up - s.cm_rss_idle) * 1024.0 / n,
+            s.srv_rss_idle,
+            s.srv_rss_up,
+            (s.srv_rss_up - s.srv_rss_idle) * 1024.0 / n,
+            s.roll
+                .map_or("—".to_string(), |d| format!("{:.2} s", d.as_secs_f64())),
+            s.roll.map_or("—".to_string(), |_| format!(
+                "{:.2} ms",
+                s.cm_cpu_roll * 1000.0 / n
+            )),
+            if s.roll.is_none() {
+                "—"
+            } else if s.invariants_ok {
+                "ok"
+            } else {
+                "VIOLATED"
+            },
+        );
+    }
+    anyhow::ensure!(
+        summaries.iter().all(|s| s.invariants_ok),
+        "a rollout invariant was violated"
+    );
+    Ok(())
+}
+
+async fn run_one(
+    machines: usize,
+    max_surge: &str,
+    max_unavailable: &str,
+    in_memory: bool,
+    grpc: bool,
+    rollout: bool,
+) -> anyhow::Result<Summary> {
     let dir = tempfile::tempdir()?;
     let exe = std::env::current_exe()?;
     let server_port = free_port()?;
@@ -269,16 +353,20 @@ pub async fn run(
     let provider_cpu = || if grpc { cpu_secs(provider_pid) } else { 0.0 };
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cm_rss_idle = rss_mib(cm_pid);
+    let srv_rss_idle = rss_mib(server_pid);
 
     create_classes(&client).await?;
     let (store, watching) = watch_machines(&client).await?;
-    let surge = bound(&max_surge, machines, true)?;
-    let unavailable = bound(&max_unavailable, machines, false)?;
+    let surge = bound(max_surge, machines, true)?;
+    let unavailable = bound(max_unavailable, machines, false)?;
+
+    println!("| measurement | result |");
+    println!("|---|---|");
 
     // Phase 1: zero to N Running.
     let before = request_counts(server_port).await?;
     let (cm_cpu0, srv_cpu0, pr_cpu0) = (cpu_secs(cm_pid), cpu_secs(server_pid), provider_cpu());
-    create_deployment(&client, machines, &max_surge, &max_unavailable).await?;
+    create_deployment(&client, machines, max_surge, max_unavailable).await?;
     let (up_time, up_ex) = phase(&store, "class-a", |s| s.running_target == machines).await?;
     let after_up = request_counts(server_port).await?;
     let (cm_cpu1, srv_cpu1, pr_cpu1) = (cpu_secs(cm_pid), cpu_secs(server_pid), provider_cpu());
@@ -287,6 +375,31 @@ pub async fn run(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cm_rss_up = rss_mib(cm_pid);
     let srv_rss_up = rss_mib(server_pid);
+
+    println!(
+        "| {machines} machines from zero to all Running (boot delay 0) | {:.2} s |",
+        up_time.as_secs_f64()
+    );
+    if !rollout {
+        watching.store(false, Ordering::Relaxed);
+        cm.kill().await?;
+        if let Some(p) = provider.as_mut() {
+            p.kill().await?;
+        }
+        server.kill().await?;
+        return Ok(Summary {
+            machines,
+            up: up_time,
+            cm_cpu_up: cm_cpu1 - cm_cpu0,
+            cm_rss_idle,
+            cm_rss_up,
+            srv_rss_idle,
+            srv_rss_up,
+            roll: None,
+            cm_cpu_roll: 0.0,
+            invariants_ok: true,
+        });
+    }
 
     // Phase 2: the rolling update to class-b.
     let before_roll = request_counts(server_port).await?;
@@ -312,12 +425,6 @@ pub async fn run(
     let roll_total: u64 = roll_requests.values().sum();
     let surge_ok = roll_ex.max_live <= machines + surge;
     let avail_ok = roll_ex.min_running >= machines - unavailable;
-    println!("| measurement | result |");
-    println!("|---|---|");
-    println!(
-        "| {machines} machines from zero to all Running (boot delay 0) | {:.2} s |",
-        up_time.as_secs_f64()
-    );
     println!(
         "| rolling update of {machines} machines, maxSurge {max_surge}, maxUnavailable {max_unavailable} | {:.2} s |",
         roll_time.as_secs_f64()
@@ -393,8 +500,18 @@ pub async fn run(
         p.kill().await?;
     }
     server.kill().await?;
-    anyhow::ensure!(surge_ok && avail_ok, "a rollout invariant was violated");
-    Ok(())
+    Ok(Summary {
+        machines,
+        up: up_time,
+        cm_cpu_up: cm_cpu1 - cm_cpu0,
+        cm_rss_idle,
+        cm_rss_up,
+        srv_rss_idle,
+        srv_rss_up,
+        roll: Some(roll_time),
+        cm_cpu_roll: cm_cpu3 - cm_cpu2,
+        invariants_ok: surge_ok && avail_ok,
+    })
 }
 
 fn start_manager(
