@@ -247,7 +247,7 @@ impl Storage {
         obj: &Value,
         dry_run: bool,
     ) -> Result<Created, ApiError> {
-        let stored = codec::encode(&codec::to_stored(res, obj.clone()));
+        let stored = codec::encode_stored(res, obj);
         if stored.len() > MAX_OBJECT_BYTES {
             return Err(too_large(stored.len()));
         }
@@ -293,7 +293,7 @@ impl Storage {
                 Err(e) => Err(store_err(e)),
             };
         }
-        let stored = codec::encode(&codec::to_stored(res, new.clone()));
+        let stored = codec::encode_stored(res, &new);
         if stored.len() > MAX_OBJECT_BYTES {
             return Err(too_large(stored.len()));
         }
@@ -444,7 +444,7 @@ impl Storage {
             if opts.dry_run {
                 return Ok(Output::Object(new));
             }
-            let stored = codec::encode(&codec::to_stored(res, new.clone()));
+            let stored = codec::encode_stored(res, &new);
             if stored == cur.value {
                 return Ok(Output::Encoded(codec::render(
                     res,
