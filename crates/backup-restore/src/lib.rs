@@ -9,6 +9,7 @@
 //! Decisions are pure functions ([`snapshot`] names, [`gc`], [`validate`],
 //! [`init`]); the modules that touch etcd, the store or the API are thin.
 
+pub mod compact;
 pub mod compress;
 pub mod config;
 pub mod copy;

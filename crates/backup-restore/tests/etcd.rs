@@ -135,3 +135,57 @@ async fn scenario_19_restore_brings_back_full_plus_deltas() {
     .unwrap();
     assert_eq!(none, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_folds_deltas_into_one_new_full() {
+    let Some(cluster) = etcdv3::testing::cluster_or_skip(1).await else {
+        return;
+    };
+    let client = cluster.client();
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SnapStore> = Arc::new(LocalStore::new(dir.path().join("bucket")));
+    let snapper = Arc::new(Snapshotter::new(
+        client.clone(),
+        store.clone(),
+        Compression::None,
+        dir.path().join("tmp"),
+        Duration::from_secs(30),
+    ));
+    snapper.full(false).await.unwrap();
+    let deltas = {
+        let s = snapper.clone();
+        tokio::spawn(async move { s.run_deltas(Duration::from_millis(200), 1 << 20).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for i in 0..20 {
+        put(&client, &format!("/c/{}", i % 5), &format!("v{i}")).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    deltas.abort();
+    snapper.flush_delta().await.unwrap();
+    let head = client.status().await.unwrap().header.unwrap().revision;
+    let programs = Programs {
+        etcd: etcdv3::testing::etcd_binary()
+            .unwrap()
+            .display()
+            .to_string(),
+        ..Programs::default()
+    };
+    let snap = backup_restore::compact::compact(
+        store.clone(),
+        &dir.path().join("work"),
+        &programs,
+        Compression::Gzip,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(snap.kind, Kind::Full);
+    assert!(snap.last_revision >= head, "{snap:?} < {head}");
+    // The newest set is now that full alone: a restore replays no delta.
+    let (full, deltas) = backup_restore::snapshot::latest_set(&store.list().await.unwrap());
+    assert_eq!(full.map(|f| f.name()), Some(snap.name()));
+    assert!(deltas.is_empty());
+    assert!(!dir.path().join("work").exists());
+}

@@ -361,67 +361,43 @@ async fn server(a: ServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `compact`: the store's newest full plus deltas restored into a
-/// temporary etcd, compacted at its head and defragmented, then saved as
-/// one new full snapshot (and the full-snapshot lease updated).
+/// `compact`: the store folded into one new full snapshot (see
+/// `backup_restore::compact`), recorded in the full-snapshot lease.
 async fn compact(a: ServerArgs) -> anyhow::Result<()> {
-    let leases = if a.enable_snapshot_lease_renewal {
-        let client = kube_client().await?;
-        Some(Leases::new(
-            client,
+    let s = settings(&a, None)?;
+    let store = s
+        .store
+        .clone()
+        .context("compact needs --storage-provider")?;
+    // The work directory holds the restored data dir and its temp files.
+    let work = a
+        .data_dir
+        .parent()
+        .map_or_else(|| a.data_dir.clone(), |p| p.join("compaction.work"));
+    let Some(snap) = backup_restore::compact::compact(
+        store,
+        &work,
+        &s.programs,
+        s.compression,
+        a.etcd_defrag_timeout.max(a.etcd_snapshot_timeout),
+    )
+    .await?
+    else {
+        println!("nothing to compact: the store holds no full snapshot");
+        return Ok(());
+    };
+    if a.enable_snapshot_lease_renewal {
+        let leases = Leases::new(
+            kube_client().await?,
             &a.pod_namespace,
             LeaseNames {
                 member: String::new(),
                 full_snapshot: a.full_snapshot_lease_name.clone(),
                 delta_snapshot: None,
             },
-        ))
-    } else {
-        None
-    };
-    let s = settings(&a, None)?;
-    let store = s
-        .store
-        .clone()
-        .context("compact needs --storage-provider")?;
-    let member = backup_restore::restore::Member {
-        name: "compaction".into(),
-        initial_cluster: "compaction=http://127.0.0.1:2380".into(),
-        initial_cluster_token: "etcd-cluster".into(),
-        initial_advertise_peer_urls: "http://127.0.0.1:2380".into(),
-    };
-    let Some(rev) = backup_restore::restore::restore(
-        store.as_ref(),
-        &a.data_dir,
-        &a.restoration_temp_snapshots_dir,
-        &member,
-        &s.programs,
-    )
-    .await?
-    else {
-        tracing::info!("nothing to compact: the store holds no full snapshot");
-        return Ok(());
-    };
-    let etcd =
-        backup_restore::restore::EmbeddedEtcd::start(&s.programs.etcd, &a.data_dir, "compaction")
-            .await?;
-    let client = etcd.client()?;
-    let head = client.status().await?.header.map_or(rev, |h| h.revision);
-    client.compact(head).await?;
-    client.defragment(a.etcd_defrag_timeout).await?;
-    let snapper = backup_restore::snapshotter::Snapshotter::new(
-        client,
-        store,
-        s.compression,
-        s.temp_dir.clone(),
-        s.snapshot_timeout,
-    );
-    let snap = snapper.full(false).await?;
-    etcd.stop();
-    if let Some(l) = leases {
-        l.record_snapshot(&snap).await?;
+        );
+        leases.record_snapshot(&snap).await?;
     }
-    let _ = tokio::fs::remove_dir_all(&a.data_dir).await;
     println!("compacted into {}", snap.name());
     Ok(())
 }
