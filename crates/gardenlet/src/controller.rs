@@ -478,6 +478,13 @@ async fn delete(shoot: &Shoot, namespace: &str, id: &str, ctx: &Context) -> Resu
             write_status(&shoots, &name, shoot.status.as_ref(), &status).await?;
         }
     }
+    if observation.shoot_cluster_running
+        || deletion
+            .actions
+            .contains(&DeletionAction::StartShootCluster)
+    {
+        release_meltdown_hold(shoot, id, ctx).await?;
+    }
     let workers: Api<Worker> = Api::namespaced(ctx.seed.clone(), id);
     for action in &deletion.actions {
         match action {
@@ -535,6 +542,57 @@ async fn delete(shoot: &Shoot, namespace: &str, id: &str, ctx: &Context) -> Resu
         Some(_) => Action::requeue(plan::PROGRESS_REQUEUE),
         None => Action::await_change(),
     })
+}
+
+/// A deleting shoot needs its machine controllers to drain and remove its
+/// machines, whatever dependency-watchdog's prober decided: the Cluster
+/// gets the Shoot's deletionTimestamp (so the prober is removed, as upstream
+/// where the Cluster mirrors the Shoot) and a Deployment the prober held at
+/// 0 is scaled back to 1 without the meltdown annotation.
+async fn release_meltdown_hold(shoot: &Shoot, id: &str, ctx: &Context) -> Result<(), Error> {
+    let clusters: Api<Cluster> = Api::all(ctx.seed.clone());
+    if let Some(c) = clusters
+        .get_opt(id)
+        .await
+        .map_err(api_err(format!("cluster {id}")))?
+        && c.spec.shoot["metadata"]["deletionTimestamp"].is_null()
+    {
+        let timestamp = &shoot.meta().deletion_timestamp;
+        clusters
+            .patch(
+                id,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"shoot": {"metadata": {"deletionTimestamp": timestamp}}}}),
+                ),
+            )
+            .await
+            .map_err(api_err(format!("cluster {id}")))?;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(ctx.seed.clone(), id);
+    let held = deployments
+        .get_opt(mcm_deployment::NAME)
+        .await
+        .map_err(api_err(format!("deployment {id}/{}", mcm_deployment::NAME)))?
+        .is_some_and(|d| !mcm_deployment::controllers_wanted(Some(&d)));
+    if held {
+        deployments
+            .patch(
+                mcm_deployment::NAME,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"annotations": {mcm_deployment::MELTDOWN_ANNOTATION: null}},
+                    "spec": {"replicas": 1}
+                })),
+            )
+            .await
+            .map_err(api_err(format!("deployment {id}/{}", mcm_deployment::NAME)))?;
+        tracing::info!(
+            shoot = id,
+            "machine-controller-manager scaled back to 1 for the deletion"
+        );
+    }
+    Ok(())
 }
 
 async fn observe_deletion(

@@ -23,7 +23,10 @@
 //! briefly absent. gardenlet creates it with 1 replica and afterwards never
 //! touches `spec.replicas` or the annotations, so the prober's scale and
 //! its `dependency-watchdog.gardener.cloud/*` annotations stay as the
-//! prober left them (upstream's meltdown-protection contract).
+//! prober left them (upstream's meltdown-protection contract). The one
+//! exception is the deletion flow: a deleting shoot needs its controllers
+//! to drain and delete its machines, so gardenlet marks the Cluster as
+//! deleting (the prober is removed) and scales a held Deployment back to 1.
 //!
 //! The Deployment's pod is a stand-in: a process that only sleeps
 //! (`trellis.dev/exec`, `sleep infinity`). On a seed with a kubelet (`trellis
@@ -46,6 +49,9 @@ use tokio::sync::watch;
 
 /// The Deployment's name, as upstream's and as the prober config names it.
 pub const NAME: &str = "machine-controller-manager";
+/// dependency-watchdog's marker that it holds the Deployment down.
+pub const MELTDOWN_ANNOTATION: &str =
+    "dependency-watchdog.gardener.cloud/meltdown-protection-active";
 /// The stand-in pod's image: a program of this machine, run as given.
 pub const IMAGE: &str = "trellis.dev/exec";
 

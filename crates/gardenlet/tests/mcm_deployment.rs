@@ -4,7 +4,7 @@
 //! shoot's machine controllers stop — the heartbeat Lease is released and a
 //! scaled-up machine deployment gets no new machine — and gardenlet's own
 //! passes keep the scale and the annotations; back at 1 they run again and
-//! catch up.
+//! catch up. A shoot deleted while held at 0 still loses its machines.
 
 use std::path::Path;
 
@@ -252,6 +252,45 @@ async fn the_shoot_machine_controllers_follow_the_deployment_scale() {
     .await;
     eventually("the scaled-up machines", 30, async || {
         machine_count(&seed).await == 3
+    })
+    .await;
+
+    // Held at 0 again, the shoot is deleted: its machines still go, since
+    // the deletion flow marks the Cluster deleting (the prober lets go)
+    // and scales the Deployment back up.
+    deployments
+        .patch(
+            MCM,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {MELTDOWN: ""}}})),
+        )
+        .await
+        .unwrap();
+    scale(&deployments, 0).await;
+    eventually("the heartbeat released", 30, async || {
+        heartbeat_holder(&seed).await.is_none()
+    })
+    .await;
+    let shoots: Api<gardener::Shoot> = Api::namespaced(seed.clone(), "garden-dev");
+    shoots
+        .delete("demo", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    let clusters: Api<worker::Cluster> = Api::all(seed.clone());
+    eventually("the Cluster marked deleting", 30, async || {
+        clusters
+            .get_opt(ID)
+            .await
+            .unwrap()
+            .is_none_or(|c| !c.spec.shoot["metadata"]["deletionTimestamp"].is_null())
+    })
+    .await;
+    eventually("the machines deleted", 60, async || {
+        machine_count(&seed).await == 0
+    })
+    .await;
+    eventually("the shoot gone", 60, async || {
+        shoots.get_opt("demo").await.unwrap().is_none()
     })
     .await;
 }
