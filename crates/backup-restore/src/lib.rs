@@ -13,6 +13,7 @@ pub mod compact;
 pub mod compress;
 pub mod config;
 pub mod copy;
+pub mod defrag;
 pub mod delta;
 pub mod gc;
 pub mod init;

@@ -32,6 +32,8 @@ pub struct Settings {
     pub endpoint: String,
     pub store: Option<Arc<dyn SnapStore>>,
     pub schedule: Option<gardener::cron::Cron>,
+    pub defrag_schedule: Option<gardener::cron::Cron>,
+    pub defrag_timeout: Duration,
     pub delta_period: Duration,
     pub delta_memory_limit: usize,
     pub gc_policy: Policy,
@@ -392,6 +394,19 @@ impl Sidecar {
                 }
             }));
         }
+        if let Some(cron) = self.settings.defrag_schedule.clone() {
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let now = chrono::Utc::now();
+                    let Some(next) = cron.next_after(now, chrono_tz::Tz::UTC) else {
+                        return;
+                    };
+                    tokio::time::sleep((next - now).to_std().unwrap_or_default()).await;
+                    me.defragment().await;
+                }
+            }));
+        }
         if self.settings.gc_period > Duration::from_secs(1) {
             let me = self.clone();
             tasks.push(tokio::spawn(async move {
@@ -416,6 +431,24 @@ impl Sidecar {
                 tracing::debug!(error = %e, "could not renew the delta-snapshot lease");
             }
             tokio::time::sleep(self.settings.delta_period).await;
+        }
+    }
+
+    /// One defragmentation run over the cluster, then a full snapshot.
+    pub async fn defragment(&self) {
+        let client = match etcdv3::Client::single(&self.settings.endpoint, None) {
+            Ok(c) => c,
+            Err(e) => return tracing::warn!(error = %e, "defragmentation: bad endpoint"),
+        };
+        match crate::defrag::defragment_all(&client, self.settings.defrag_timeout).await {
+            Ok(_) => {
+                if self.snapshotter.is_some()
+                    && let Err(e) = self.full_snapshot(false).await
+                {
+                    tracing::warn!(error = %e, "full snapshot after defragmentation failed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "defragmentation stopped"),
         }
     }
 

@@ -30,6 +30,8 @@ fn settings(dir: &std::path::Path, endpoint: &str, store: Arc<dyn SnapStore>) ->
         endpoint: endpoint.into(),
         store: Some(store),
         schedule: None,
+        defrag_schedule: None,
+        defrag_timeout: Duration::from_secs(30),
         delta_period: Duration::ZERO,
         delta_memory_limit: 1 << 20,
         gc_policy: Policy::LimitBased { max_backups: 7 },

@@ -310,6 +310,14 @@ fn settings(a: &ServerArgs, leases: Option<Leases>) -> anyhow::Result<Settings> 
         endpoint: local_url(endpoint),
         store,
         schedule: Some(schedule),
+        defrag_schedule: match &a.defragmentation_schedule {
+            Some(s) => Some(
+                gardener::cron::Cron::parse(s)
+                    .map_err(|e| anyhow::anyhow!("--defragmentation-schedule: {e}"))?,
+            ),
+            None => None,
+        },
+        defrag_timeout: a.etcd_defrag_timeout,
         delta_period: a.delta_snapshot_period,
         delta_memory_limit: a.delta_snapshot_memory_limit,
         gc_policy,
