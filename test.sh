@@ -31,5 +31,18 @@ fi
 cargo fmt --all -- --check
 cargo test --workspace --locked
 # The machine controllers' scenarios again with the driver behind gRPC
-# (router on loopback, provider SDK), as with `trellis provider local`.
-TRELLIS_MCM_DRIVER=grpc cargo test --locked -p mcm --tests
+# (router on loopback, provider SDK), as with `trellis provider local`. The
+# test binaries built above are run directly: `cargo test -p mcm` would
+# resolve features for mcm alone and rebuild half the workspace.
+mcm_tests=$(cargo test --workspace --locked --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if (m.get("reason") == "compiler-artifact" and m.get("executable")
+            and m["target"]["kind"] == ["test"]
+            and m["manifest_path"].endswith("/crates/mcm/Cargo.toml")):
+        print(m["executable"])')
+[ -n "$mcm_tests" ] || { echo "no mcm scenario test binaries found" >&2; exit 1; }
+for bin in $mcm_tests; do
+  (cd crates/mcm && TRELLIS_MCM_DRIVER=grpc "$bin" -q)
+done
