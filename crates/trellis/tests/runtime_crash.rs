@@ -7,9 +7,9 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{have, kubectl, start_command, stdout};
+use common::{have, kubectl, start_command, stdout, wait_until};
 use serde_json::Value;
 
 /// Kills every shim of the test's data dir, whatever happened.
@@ -109,14 +109,6 @@ fn ready(p: &Value) -> bool {
             cs.iter()
                 .any(|c| c["type"] == "Ready" && c["status"] == "True")
         })
-}
-
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 #[test]

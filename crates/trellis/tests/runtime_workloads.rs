@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{have, kubectl, start_command, stdout};
+use common::{have, kubectl, start_command, stdout, wait_until};
 use serde_json::Value;
 
 /// Kills every shim of the test's data dir, whatever happened.
@@ -61,14 +61,6 @@ fn name(o: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string()
-}
-
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 fn apply(kc: &Path, dir: &Path, file: &str, yaml: &str) {

@@ -10,9 +10,8 @@ mod common;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
-use common::{have, kubectl, start_command, stdout};
+use common::{have, kubectl, start_command, stdout, wait_until};
 
 const MANIFESTS: &str = r#"
 apiVersion: apps/v1
@@ -122,14 +121,6 @@ fn jsonpath(kc: &Path, what: &[&str], path: &str) -> String {
     let expr = format!("jsonpath={path}");
     args.extend(["-o", &expr]);
     stdout(&kubectl(kc, &args))
-}
-
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
 }
 
 /// The rows of a `kubectl get` table whose first cell starts with `prefix`.

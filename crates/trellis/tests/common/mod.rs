@@ -126,3 +126,13 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
         .args(args)
         .env_remove("KUBECONFIG"))
 }
+
+/// Polls `f` (typically a kubectl call, so not too often: each costs a
+/// process start) until it holds; panics naming `what` after `secs`.
+pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
