@@ -66,6 +66,10 @@ pub struct Config {
     /// The cluster CA that signs the API server's client certificate;
     /// without it there is no HTTPS endpoint (no logs, no exec).
     pub client_ca_pem: Option<String>,
+    /// Where pods reach the API server and its CA: containers get the
+    /// `KUBERNETES_SERVICE_*` variables and service account tokens. Without
+    /// it, neither.
+    pub api_server: Option<crate::serviceaccount::ApiServer>,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub max_pods: u32,
@@ -91,6 +95,7 @@ impl Config {
             address: "127.0.0.1".into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 10250)),
             client_ca_pem: None,
+            api_server: None,
             labels: BTreeMap::new(),
             taints: Vec::new(),
             max_pods: 110,

@@ -34,6 +34,11 @@ pub struct Inputs<'a> {
     /// PATH for containers that set none: the kubelet's own, so "any
     /// program on the machine" is found as the user's shell finds it.
     pub path: &'a str,
+    /// Where pods reach the API server (for `KUBERNETES_SERVICE_*`).
+    pub api_server: Option<&'a crate::serviceaccount::ApiServer>,
+    /// The pod's service account credentials, mounted read-only at
+    /// [`crate::serviceaccount::MOUNT_PATH`] unless a volume is there.
+    pub service_account: Option<&'a Path>,
 }
 
 /// FNV-1a over bytes, 64 bits.
@@ -99,6 +104,13 @@ pub fn launch_spec(pod: &Pod, c: &Container, inputs: &Inputs<'_>) -> Result<Laun
         Some(slot) => slot.1 = v.to_string(),
         None => env.push((k.to_string(), v.to_string())),
     };
+    for (k, v) in inputs
+        .api_server
+        .map(crate::serviceaccount::service_env)
+        .unwrap_or_default()
+    {
+        set(&k, &v);
+    }
     for (k, v) in &resolved.env {
         set(k, v);
     }
@@ -150,6 +162,19 @@ pub fn launch_spec(pod: &Pod, c: &Container, inputs: &Inputs<'_>) -> Result<Laun
             target: vm.mount_path.clone(),
             read_only: vm.read_only.unwrap_or(false) || !ready.writable,
         });
+    }
+    if let Some(dir) = inputs.service_account {
+        let target = crate::serviceaccount::MOUNT_PATH;
+        if !mounts
+            .iter()
+            .any(|m| m.target.trim_end_matches('/') == target)
+        {
+            mounts.push(Mount {
+                source: dir.to_path_buf(),
+                target: target.into(),
+                read_only: true,
+            });
+        }
     }
     Ok(LaunchSpec {
         argv,
@@ -203,6 +228,8 @@ mod tests {
             files: &files,
             data_dir: Path::new("/d"),
             path: "/usr/bin:/bin",
+            api_server: None,
+            service_account: None,
         };
         launch_spec(p, &p.spec.as_ref().unwrap().containers[0], &inputs)
     }
@@ -259,6 +286,70 @@ mod tests {
             s.spec_hash,
             spec_hash(&p.spec.as_ref().unwrap().containers[0])
         );
+    }
+
+    #[test]
+    fn the_api_server_environment_and_the_token_directory() {
+        let p = pod();
+        let volumes: BTreeMap<String, Ready> = ["data", "cfg"]
+            .map(|n| {
+                (
+                    n.to_string(),
+                    Ready {
+                        path: format!("/d/{n}").into(),
+                        writable: true,
+                    },
+                )
+            })
+            .into();
+        let sources = Sources::default();
+        let files = PodFiles {
+            hosts: "/d/hosts".into(),
+            hostname: "/d/hostname".into(),
+            tmp: "/d/tmp".into(),
+        };
+        let api = crate::serviceaccount::ApiServer {
+            host: "127.0.0.1".into(),
+            port: 6443,
+            ca_pem: String::new(),
+        };
+        let images = ImageMap::new("/t");
+        let inputs = Inputs {
+            images: &images,
+            sources: &sources,
+            volumes: &volumes,
+            files: &files,
+            data_dir: Path::new("/d"),
+            path: "/usr/bin:/bin",
+            api_server: Some(&api),
+            service_account: Some(Path::new("/d/sa")),
+        };
+        let mut c = p.spec.as_ref().unwrap().containers[0].clone();
+        let s = launch_spec(&p, &c, &inputs).unwrap();
+        assert!(
+            s.env
+                .contains(&("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into()))
+        );
+        assert!(
+            s.env
+                .contains(&("KUBERNETES_SERVICE_PORT".into(), "6443".into()))
+        );
+        let sa = crate::serviceaccount::MOUNT_PATH;
+        assert!(s.mounts.contains(&Mount {
+            source: "/d/sa".into(),
+            target: sa.into(),
+            read_only: true
+        }));
+        // A volume of the container's own at that path wins.
+        c.volume_mounts.as_mut().unwrap()[0].mount_path = format!("{sa}/");
+        let s = launch_spec(&p, &c, &inputs).unwrap();
+        let at: Vec<_> = s
+            .mounts
+            .iter()
+            .filter(|m| m.target.trim_end_matches('/') == sa)
+            .collect();
+        assert_eq!(at.len(), 1);
+        assert_eq!(at[0].source, PathBuf::from("/d/data"));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! * [`backoff`] — the crash-loop back-off;
 //! * [`probe`] — when probes are due and what their results mean;
 //! * [`ipam`] and [`hosts`] — pod addresses and the names pods resolve;
-//! * [`crilog`] — the CRI log format.
+//! * [`crilog`] — the CRI log format;
+//! * [`serviceaccount`] — pods' service account credentials.
 
 pub mod backoff;
 pub mod claims;
@@ -37,6 +38,7 @@ pub mod runtime;
 pub mod schedule;
 pub mod scheduler;
 pub mod server;
+pub mod serviceaccount;
 pub mod shim;
 pub mod state;
 pub mod tls;

@@ -186,8 +186,9 @@ pub fn files(pod: &Pod, v: &Volume, src: &Sources) -> Option<Result<Files, Volum
                         )?;
                     }
                 }
-                // serviceAccountToken sources are left out: the runtime
-                // hands out no tokens (see ARCHITECTURE.md).
+                // serviceAccountToken sources are left out: the only
+                // token a pod gets is the automatic mount
+                // (`crate::serviceaccount`).
             }
         } else {
             return Err(mount_err(name, "not a file volume"));

@@ -4,7 +4,8 @@
 //! CrashLoopBackOff and its previous log is served by the kubelet's HTTPS
 //! endpoint; exec runs beside a container over the WebSocket channel
 //! protocol; an unknown image leaves the pod Pending with an event naming
-//! it; deleting a pod stops its processes and removes it.
+//! it; deleting a pod stops its processes and removes it; pods get their
+//! ServiceAccount's token (once the account exists) unless they opt out.
 
 use std::time::Duration;
 
@@ -33,9 +34,22 @@ impl Drop for Kubelet {
 }
 
 async fn start() -> Kubelet {
+    start_with(false).await
+}
+
+/// With `tokens`, the server authenticates ServiceAccount tokens and the
+/// kubelet hands them to pods.
+async fn start_with(tokens: bool) -> Kubelet {
     let dir = tempfile::tempdir().unwrap();
     let pki = apiserver::Pki::ensure(&dir.path().join("pki"), &[]).unwrap();
+    let mut config = apiserver::Config::default();
+    if tokens {
+        config.auth = Some(apiserver::AuthConfig::new(
+            pki.service_account_key_pem.clone(),
+        ));
+    }
     let cluster = apiserver::cluster::Cluster::builder()
+        .config(config)
         .tls(pki.clone())
         .start()
         .await
@@ -50,6 +64,13 @@ async fn start() -> Kubelet {
     cfg.listen = "127.0.0.1:0".parse().unwrap();
     cfg.client_ca_pem = Some(pki.ca_cert_pem.clone());
     cfg.resync = Duration::from_secs(1);
+    if tokens {
+        cfg.api_server = Some(kubelet::serviceaccount::ApiServer {
+            host: cluster.addr().ip().to_string(),
+            port: cluster.addr().port(),
+            ca_pem: pki.ca_cert_pem.clone(),
+        });
+    }
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let c = client.clone();
     tokio::spawn(async move {
@@ -387,4 +408,113 @@ async fn unbound_pods_that_fit_are_scheduled_here_and_others_left_alone() {
         p.status.and_then(|s| s.pod_ip).is_none(),
         "a simulated node's pod is not run here"
     );
+}
+
+/// The log of a pod's `main` container once it contains `want`.
+async fn log_with(k: &Kubelet, pod: &str, want: &str) -> String {
+    eventually(
+        &format!("{pod}'s log to contain {want:?}"),
+        60,
+        async || {
+            let resp = get(k, &format!("/containerLogs/default/{pod}/main")).await;
+            resp.contains(want).then_some(resp)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn pods_get_service_account_tokens_once_the_account_exists() {
+    let k = start_with(true).await;
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), "default");
+    let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let script = format!(
+        "cat {sa}/namespace; echo; test -s {sa}/token && echo token-ok; \\
+         curl -sS --cacert {sa}/ca.crt -H \"Authorization: Bearer $(cat {sa}/token)\" \\
+           -H 'Content-Type: application/json' -X POST \\
+           -d '{{\"apiVersion\":\"authentication.k8s.io/v1\",\"kind\":\"SelfSubjectReview\"}}' \\
+           https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/apis/authentication.k8s.io/v1/selfsubjectreviews; \\
+         echo; echo done; sleep 600"
+    );
+    pods.create(
+        &PostParams::default(),
+        &pod("sa", "trellis.dev/exec", &script, json!({})),
+    )
+    .await
+    .unwrap();
+    // No ServiceAccount "default" yet: the mount fails, the pod waits.
+    let events: Api<Event> = Api::namespaced(k.client.clone(), "default");
+    eventually("a FailedMount event naming the account", 30, async || {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("FailedMount")
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("serviceaccounts \"default\" not found"))
+            })
+            .then_some(())
+    })
+    .await;
+    eventually("the pod Pending in ContainerCreating", 20, async || {
+        let st = pods.get("sa").await.ok()?.status?;
+        let cs = st.container_statuses?.first()?.state.clone()?.waiting?;
+        (st.phase.as_deref() == Some("Pending")
+            && cs.reason.as_deref() == Some("ContainerCreating"))
+        .then_some(())
+    })
+    .await;
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(k.client.clone(), "default");
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let log = log_with(&k, "sa", "done").await;
+    assert!(log.contains("default\ntoken-ok"), "{log}");
+    assert!(
+        log.contains("\"username\":\"system:serviceaccount:default:default\""),
+        "the token authenticates as the pod's ServiceAccount: {log}"
+    );
+}
+
+#[tokio::test]
+async fn automount_false_gives_no_token_but_the_service_environment() {
+    let k = start_with(true).await;
+    let pods: Api<Pod> = Api::namespaced(k.client.clone(), "default");
+    // Neither the pod's false nor the ServiceAccount's needs the account.
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(k.client.clone(), "default");
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "quiet"}, "automountServiceAccountToken": false}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let script = "test -e /var/run/secrets/kubernetes.io/serviceaccount && echo mounted || echo no-mount; \\
+                  echo api=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT; sleep 600";
+    let mut off = pod("off", "trellis.dev/exec", script, json!({}));
+    off.spec.as_mut().unwrap().automount_service_account_token = Some(false);
+    off.spec.as_mut().unwrap().service_account_name = Some("missing".into());
+    let mut quiet = pod("quiet", "trellis.dev/exec", script, json!({}));
+    quiet.spec.as_mut().unwrap().service_account_name = Some("quiet".into());
+    for p in [off, quiet] {
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let api = format!(
+        "api={}:{}",
+        k._cluster.addr().ip(),
+        k._cluster.addr().port()
+    );
+    for name in ["off", "quiet"] {
+        let log = log_with(&k, name, "api=").await;
+        assert!(log.contains("no-mount"), "{name}: {log}");
+        assert!(log.contains(&api), "{name}: {log}");
+    }
 }

@@ -20,6 +20,7 @@ struct Memory {
     sources_at: Option<std::time::Instant>,
     sources: Sources,
     volumes: Option<Result<BTreeMap<String, Ready>, Blocked>>,
+    token: crate::serviceaccount::State,
 }
 
 /// One pod's worker.
@@ -180,8 +181,25 @@ async fn sync(shared: &Arc<Shared>, entry: &Entry, mem: &mut Memory) -> Option<D
                 Err(e) => warn!(error = %e, "reading the pod's sources"),
             }
         }
+        let token =
+            crate::serviceaccount::sync(shared, &pod, &uid, &mut mem.token, state::now_ms()).await;
+        if let Err(b) = &token
+            && mem.reported.insert(format!("token:{}", b.message))
+        {
+            let note = b.message.clone();
+            shared
+                .event(&pod, EventType::Warning, "FailedMount", note)
+                .await;
+        }
         let files = pod_files(shared, &uid);
         for (c, _) in &containers {
+            let token_dir = match &token {
+                Ok(dir) => dir.as_deref(),
+                Err(b) => {
+                    obs.blocked.insert(c.name.clone(), b.clone());
+                    continue;
+                }
+            };
             let blocked = match &mem.volumes {
                 None => Err(Blocked {
                     reason: "ContainerCreating".into(),
@@ -196,6 +214,8 @@ async fn sync(shared: &Arc<Shared>, entry: &Entry, mem: &mut Memory) -> Option<D
                         files: &files,
                         data_dir: &shared.cfg.data_dir,
                         path: &shared.path_env,
+                        api_server: shared.cfg.api_server.as_ref(),
+                        service_account: token_dir,
                     };
                     crate::launch::launch_spec(&pod, c, &inputs)
                 }
