@@ -396,7 +396,25 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
                 let ca = data_dir.join("pki").join("ca.crt");
                 let pem = std::fs::read_to_string(&ca)
                     .with_context(|| format!("reading {}", ca.display()))?;
-                cfg.client_ca_pem = Some(pem);
+                cfg.client_ca_pem = Some(pem.clone());
+                // Pods get service account tokens and this address (they
+                // share the host's network).
+                if let Some(addr) = started
+                    .url
+                    .strip_prefix("https://")
+                    .and_then(|a| a.parse::<SocketAddr>().ok())
+                {
+                    let host = if addr.ip().is_unspecified() {
+                        "127.0.0.1".to_string()
+                    } else {
+                        addr.ip().to_string()
+                    };
+                    cfg.api_server = Some(kubelet::serviceaccount::ApiServer {
+                        host,
+                        port: addr.port(),
+                        ca_pem: pem,
+                    });
+                }
             }
             Some(tokio::spawn(kubelet::run(
                 client.clone(),

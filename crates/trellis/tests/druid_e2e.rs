@@ -12,9 +12,9 @@
 //! - an Etcd with 3 replicas becomes 3 etcd processes, Ready with 3 Ready
 //!   members and one Leader among their Leases.
 //!
-//! The runtime hands pods no service account tokens, so the test gives
-//! the sidecar `KUBECONFIG` through the image table (`--image-map`), as
-//! an operator of `trellis up` would.
+//! The sidecars reach the API as any in-cluster client does: with the
+//! token of the Etcd's ServiceAccount that the process kubelet mounts, and
+//! the RBAC druid creates for it.
 
 mod common;
 
@@ -165,30 +165,13 @@ fn etcd_members_back_up_and_restore_under_trellis_up() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     // The etcd client's channels need the runtime's reactor.
     let _in_runtime = rt.enter();
-    // Not under /tmp: a pod's /tmp is its own, and the sidecar must see
-    // its kubeconfig at the same path as the host.
+    // Not under /tmp: a pod's /tmp is its own.
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = dir.path().join("data");
-    let outside = dir.path().join("outside");
     std::fs::create_dir_all(&data).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
     let _cleanup = Cleanup(&data);
     let kc = data.join("admin.kubeconfig");
-    // Pods do not see the data dir: the sidecar's kubeconfig lives
-    // outside it, named by the image table.
-    let pod_kc = outside.join("kubeconfig");
-    let images = outside.join("images.yaml");
-    std::fs::write(
-        &images,
-        format!(
-            "images:\n- image: europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl\n  \
-             entrypoint: [$(TRELLIS), etcd-backup-restore]\n  env: {{KUBECONFIG: {}}}\n",
-            pod_kc.display()
-        ),
-    )
-    .unwrap();
-    let _up = start_command("up", &data, &["--image-map", images.to_str().unwrap()]);
-    std::fs::copy(&kc, &pod_kc).unwrap();
+    let _up = start_command("up", &data, &[]);
 
     // One member with a Local store.
     apply(&kc, dir.path(), "e.yaml", &etcd_yaml("e", 1));

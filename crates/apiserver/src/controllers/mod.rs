@@ -1,7 +1,8 @@
 //! The controllers an API server runs itself, on the storage layer: the
 //! garbage collector ([`gc`]), namespace lifecycle ([`namespace`]), CRD
 //! lifecycle ([`crd`]), the disruption controller keeping budgets' status
-//! current ([`pdb`]) and event expiry ([`events`]).
+//! current ([`pdb`]), event expiry ([`events`]) and every namespace's
+//! `default` ServiceAccount ([`serviceaccount`]).
 //!
 //! They read and write through [`Storage`] and delete through it with the
 //! admission chain as the check (so admission plugins see the server's own
@@ -12,6 +13,7 @@ pub mod events;
 pub mod gc;
 pub mod namespace;
 pub mod pdb;
+pub mod serviceaccount;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +61,7 @@ pub fn spawn_all(ctx: Arc<Context>) {
     namespace::spawn(ctx.clone());
     crd::spawn(ctx.clone());
     pdb::spawn(ctx.clone());
+    serviceaccount::spawn(ctx.clone());
     events::spawn(ctx);
 }
 

@@ -153,3 +153,45 @@ async fn the_system_namespaces_are_created_once() {
     let ns = codec::decode(&again.value, again.mod_revision).unwrap();
     assert_eq!(ns["status"]["phase"], "Active");
 }
+
+#[tokio::test]
+async fn every_active_namespace_gets_a_default_service_account_again_after_a_deletion() {
+    let ctx = context();
+    namespace::ensure(&ctx.storage, "team").await.unwrap();
+    namespace::ensure(&ctx.storage, "other").await.unwrap();
+    let sa = |ns: &str| keys::key(keys::SERVICE_ACCOUNTS, Some(ns), serviceaccount::DEFAULT);
+    assert!(!exists(&ctx, &sa("team")).await);
+    let mut seen = std::collections::HashSet::new();
+    serviceaccount::pass(&ctx, &mut seen).await;
+    assert!(exists(&ctx, &sa("team")).await);
+    assert!(exists(&ctx, &sa("other")).await);
+    assert_eq!(seen.len(), 2, "both namespaces checked once");
+    // Deleted: back once the namespaces are checked again.
+    ctx.storage.store().delete(&sa("team"), None).await.unwrap();
+    serviceaccount::pass(&ctx, &mut seen).await;
+    assert!(
+        !exists(&ctx, &sa("team")).await,
+        "not until the next full check"
+    );
+    seen.clear();
+    serviceaccount::pass(&ctx, &mut seen).await;
+    assert!(exists(&ctx, &sa("team")).await);
+}
+
+#[test]
+fn terminating_and_already_checked_namespaces_are_left_alone() {
+    let ns = |name: &str, uid: &str, deleting: bool| {
+        let mut v = json!({"metadata": {"name": name, "uid": uid}});
+        if deleting {
+            v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        v
+    };
+    let all = [
+        ns("new", "u1", false),
+        ns("seen", "u2", false),
+        ns("going", "u3", true),
+    ];
+    let seen = ["u2".to_string()].into_iter().collect();
+    assert_eq!(serviceaccount::to_check(&all, &seen), [("new", "u1")]);
+}
