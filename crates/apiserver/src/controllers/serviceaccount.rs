@@ -101,7 +101,7 @@ pub fn spawn(ctx: Arc<Context>) {
         loop {
             tick.tick().await;
             passes = passes.wrapping_add(1);
-            if passes % 60 == 0 {
+            if passes.is_multiple_of(60) {
                 seen.clear();
             }
             pass(&ctx, &mut seen).await;
