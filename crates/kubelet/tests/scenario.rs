@@ -436,13 +436,11 @@ async fn pods_get_service_account_tokens_once_the_account_exists() {
            https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/apis/authentication.k8s.io/v1/selfsubjectreviews; \\
          echo; echo done; sleep 600"
     );
-    pods.create(
-        &PostParams::default(),
-        &pod("sa", "trellis.dev/exec", &script, json!({})),
-    )
-    .await
-    .unwrap();
-    // No ServiceAccount "default" yet: the mount fails, the pod waits.
+    // An account that does not exist yet (the API server makes each
+    // namespace's `default` itself): the mount fails, the pod waits.
+    let mut p = pod("sa", "trellis.dev/exec", &script, json!({}));
+    p.spec.as_mut().unwrap().service_account_name = Some("builder".into());
+    pods.create(&PostParams::default(), &p).await.unwrap();
     let events: Api<Event> = Api::namespaced(k.client.clone(), "default");
     eventually("a FailedMount event naming the account", 30, async || {
         let list = events.list(&ListParams::default()).await.ok()?;
@@ -452,7 +450,7 @@ async fn pods_get_service_account_tokens_once_the_account_exists() {
                 e.reason.as_deref() == Some("FailedMount")
                     && e.message
                         .as_deref()
-                        .is_some_and(|m| m.contains("serviceaccounts \"default\" not found"))
+                        .is_some_and(|m| m.contains("serviceaccounts \"builder\" not found"))
             })
             .then_some(())
     })
@@ -469,14 +467,14 @@ async fn pods_get_service_account_tokens_once_the_account_exists() {
         Api::namespaced(k.client.clone(), "default");
     sas.create(
         &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
+        &serde_json::from_value(json!({"metadata": {"name": "builder"}})).unwrap(),
     )
     .await
     .unwrap();
     let log = log_with(&k, "sa", "done").await;
     assert!(log.contains("default\ntoken-ok"), "{log}");
     assert!(
-        log.contains("\"username\":\"system:serviceaccount:default:default\""),
+        log.contains("\"username\":\"system:serviceaccount:default:builder\""),
         "the token authenticates as the pod's ServiceAccount: {log}"
     );
 }
