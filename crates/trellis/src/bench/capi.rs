@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capi::{Machine, MachineDeployment};
 use futures::StreamExt;
@@ -25,22 +25,12 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::mcm::{
-    bound, cpu_secs, delta, free_port, per_machine_table, request_counts, rss_mib, wait_ready,
+    Extremes, Sample, bound, cpu_secs, delta, free_port, per_machine_table, request_counts,
+    rss_mib, track, wait_ready,
 };
 
 const NS: &str = "default";
-const SAMPLE: Duration = Duration::from_millis(20);
 const PHASE_TIMEOUT: Duration = Duration::from_secs(900);
-
-/// What one sample of the Machine cache shows.
-#[derive(Clone, Copy, Debug, Default)]
-struct Sample {
-    objects: usize,
-    live: usize,
-    running: usize,
-    /// Live Running Machines whose infrastructure is the target template's.
-    running_target: usize,
-}
 
 fn sample(store: &Store<Machine>, template: &str) -> Sample {
     let mut s = Sample::default();
@@ -62,37 +52,15 @@ fn sample(store: &Store<Machine>, template: &str) -> Sample {
     s
 }
 
-struct Extremes {
-    max_objects: usize,
-    max_live: usize,
-    min_running: usize,
-}
-
+/// Samples the Machine cache until `done` holds (the target template
+/// re-read each time), tracking extremes.
 async fn phase(
     store: &Store<Machine>,
     done: impl Fn(&Sample) -> bool,
     target: impl Fn() -> String,
 ) -> anyhow::Result<(Duration, Extremes)> {
-    let start = Instant::now();
-    let mut ex = Extremes {
-        max_objects: 0,
-        max_live: 0,
-        min_running: usize::MAX,
-    };
-    loop {
-        let s = sample(store, &target());
-        ex.max_objects = ex.max_objects.max(s.objects);
-        ex.max_live = ex.max_live.max(s.live);
-        ex.min_running = ex.min_running.min(s.running);
-        if done(&s) {
-            return Ok((start.elapsed(), ex));
-        }
-        anyhow::ensure!(
-            start.elapsed() < PHASE_TIMEOUT,
-            "no convergence within {PHASE_TIMEOUT:?}: {s:?}"
-        );
-        tokio::time::sleep(SAMPLE).await;
-    }
+    let (took, ex, _) = track(|| sample(store, &target()), done, PHASE_TIMEOUT, false).await?;
+    Ok((took, ex))
 }
 
 fn start_manager(

@@ -121,15 +121,15 @@ pub(super) fn cpu_secs(pid: u32) -> f64 {
 
 /// What one sample of the machine cache shows.
 #[derive(Clone, Copy, Debug, Default)]
-struct Sample {
+pub(super) struct Sample {
     /// Machine objects, including those being deleted.
-    objects: usize,
+    pub(super) objects: usize,
     /// Machines not being deleted.
-    live: usize,
+    pub(super) live: usize,
     /// Live machines in phase Running.
-    running: usize,
+    pub(super) running: usize,
     /// Live Running machines of the target class.
-    running_target: usize,
+    pub(super) running_target: usize,
 }
 
 fn sample(store: &Store<Machine>, class: &str) -> Sample {
@@ -152,11 +152,11 @@ fn sample(store: &Store<Machine>, class: &str) -> Sample {
 
 /// Extremes seen by the sampler during one phase.
 #[derive(Clone, Copy, Debug)]
-struct Extremes {
-    max_objects: usize,
-    max_live: usize,
-    min_running: usize,
-    samples: u64,
+pub(super) struct Extremes {
+    pub(super) max_objects: usize,
+    pub(super) max_live: usize,
+    pub(super) min_running: usize,
+    pub(super) samples: u64,
 }
 
 /// Waits until `done` holds for a sample, tracking extremes meanwhile.
@@ -168,6 +168,25 @@ async fn phase(
     done: impl Fn(&Sample) -> bool,
     tolerate_timeout: bool,
 ) -> anyhow::Result<(Duration, Extremes, bool)> {
+    track(
+        || sample(store, class),
+        done,
+        PHASE_TIMEOUT,
+        tolerate_timeout,
+    )
+    .await
+}
+
+/// Samples every [`SAMPLE`] until `done` holds, tracking extremes; past
+/// `timeout` it fails, or with `tolerate_timeout` returns what it saw with
+/// `false`. Shared by the MCM and Cluster API benches, each sampling its
+/// own Machine kind.
+pub(super) async fn track(
+    mut sample: impl FnMut() -> Sample,
+    done: impl Fn(&Sample) -> bool,
+    timeout: Duration,
+    tolerate_timeout: bool,
+) -> anyhow::Result<(Duration, Extremes, bool)> {
     let start = Instant::now();
     let mut ex = Extremes {
         max_objects: 0,
@@ -176,7 +195,7 @@ async fn phase(
         samples: 0,
     };
     loop {
-        let s = sample(store, class);
+        let s = sample();
         ex.max_objects = ex.max_objects.max(s.objects);
         ex.max_live = ex.max_live.max(s.live);
         ex.min_running = ex.min_running.min(s.running);
@@ -184,12 +203,9 @@ async fn phase(
         if done(&s) {
             return Ok((start.elapsed(), ex, true));
         }
-        if start.elapsed() >= PHASE_TIMEOUT {
-            anyhow::ensure!(
-                tolerate_timeout,
-                "no convergence within {PHASE_TIMEOUT:?}: {s:?}"
-            );
-            println!("| no convergence within {PHASE_TIMEOUT:?} | {s:?} |");
+        if start.elapsed() >= timeout {
+            anyhow::ensure!(tolerate_timeout, "no convergence within {timeout:?}: {s:?}");
+            println!("| no convergence within {timeout:?} | {s:?} |");
             return Ok((start.elapsed(), ex, false));
         }
         tokio::time::sleep(SAMPLE).await;
