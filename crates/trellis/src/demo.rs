@@ -435,6 +435,10 @@ pub struct View {
     settled: bool,
     /// When the machines last stopped being settled, once they had been.
     unsettled_since: Option<Duration>,
+    /// The desired count and time of the last observation: a scale that
+    /// completes between two polls changes the count without ever being
+    /// seen unsettled, and is announced all the same.
+    last: Option<(i32, Duration)>,
     /// The last failure said, so a persisting one is said once.
     last_error: Option<String>,
 }
@@ -450,6 +454,7 @@ impl View {
             last_summary: String::new(),
             settled: false,
             unsettled_since: None,
+            last: None,
             last_error: None,
         }
     }
@@ -469,6 +474,15 @@ impl View {
         self.last_error = None;
         let mut notes = Vec::new();
         let settled = progress.done();
+        let previous = self.last.replace((progress.desired, elapsed));
+        if let Some((desired, at)) = previous {
+            if self.settled && settled && desired != progress.desired {
+                // Settled before and after, at another size: the change
+                // happened (and finished) since the last observation.
+                self.settled = false;
+                self.unsettled_since = Some(at);
+            }
+        }
         if settled && !self.settled {
             let when = match self.unsettled_since {
                 None => format!("after {:.1}s", elapsed.as_secs_f64()),
@@ -705,6 +719,9 @@ mod tests {
                     ],
                 ),
                 (23.0, 2, vec![up("demo-a"), up("demo-b")]),
+                // A scale that finishes between two observations.
+                (23.2, 1, vec![up("demo-a")]),
+                (23.4, 1, vec![up("demo-a")]),
             ],
         );
         let want = "\
@@ -722,6 +739,8 @@ demo: 5/5 machines Running again, 4.5s after the change
 machines [####################] 2/2 Running  (3 Terminating)  20.0s
 machines [####################] 2/2 Running  23.0s
 demo: 2/2 machines Running again, 3.0s after the change
+machines [####################] 1/1 Running  23.2s
+demo: 1/1 machines Running again, 0.2s after the change
 ";
         assert_eq!(out, want, "\n{out}");
     }
