@@ -226,6 +226,11 @@ impl ImageMap {
         Ok(map)
     }
 
+    /// The host path `$(TRELLIS)` stands for.
+    pub fn trellis(&self) -> &str {
+        &self.trellis
+    }
+
     /// The entries, first match first.
     pub fn entries(&self) -> &[Entry] {
         &self.entries

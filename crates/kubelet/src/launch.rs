@@ -77,6 +77,35 @@ fn blocked(reason: &str, message: impl Into<String>) -> Blocked {
     }
 }
 
+/// Where a container finds the trellis executable when its own path is
+/// hidden from pods.
+pub const POD_TRELLIS: &str = "/.trellis/bin/trellis";
+
+/// Makes the trellis executable reachable from the container when the
+/// path `$(TRELLIS)` stood for lies where a pod cannot see the host: under
+/// `/tmp` (each pod has its own) or the data dir (masked). Such a binary
+/// (a build in a temporary checkout, say) is bound read-only at
+/// [`POD_TRELLIS`] and the arguments naming it are rewritten.
+fn expose_trellis(argv: &mut [String], trellis: &str, data_dir: &Path) -> Option<Mount> {
+    let host = Path::new(trellis);
+    let hidden = host.is_absolute()
+        && (host.starts_with("/tmp")
+            || (!data_dir.as_os_str().is_empty() && host.starts_with(data_dir)));
+    if !hidden || !argv.iter().any(|a| a.contains(trellis)) {
+        return None;
+    }
+    for a in argv.iter_mut() {
+        if a.contains(trellis) {
+            *a = a.replace(trellis, POD_TRELLIS);
+        }
+    }
+    Some(Mount {
+        source: host.to_path_buf(),
+        target: POD_TRELLIS.into(),
+        read_only: true,
+    })
+}
+
 /// The launch spec of container `c` of `pod`.
 pub fn launch_spec(pod: &Pod, c: &Container, inputs: &Inputs<'_>) -> Result<LaunchSpec, Blocked> {
     let image = c.image.clone().unwrap_or_default();
@@ -121,6 +150,7 @@ pub fn launch_spec(pod: &Pod, c: &Container, inputs: &Inputs<'_>) -> Result<Laun
     if resolved.bind_any_to_pod_ip {
         argv = bind_any_to(&argv, &inputs.sources.pod_ip);
     }
+    let exposed = expose_trellis(&mut argv, inputs.images.trellis(), inputs.data_dir);
     let mut mounts = vec![
         Mount {
             source: inputs.files.hosts.clone(),
@@ -163,6 +193,7 @@ pub fn launch_spec(pod: &Pod, c: &Container, inputs: &Inputs<'_>) -> Result<Laun
             read_only: vm.read_only.unwrap_or(false) || !ready.writable,
         });
     }
+    mounts.extend(exposed);
     if let Some(dir) = inputs.service_account {
         let target = crate::serviceaccount::MOUNT_PATH;
         if !mounts
@@ -286,6 +317,43 @@ mod tests {
             s.spec_hash,
             spec_hash(&p.spec.as_ref().unwrap().containers[0])
         );
+    }
+
+    #[test]
+    fn a_trellis_binary_pods_cannot_see_is_bound_where_they_can() {
+        let etcd = |image: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "etcd-0", "namespace": "ns"},
+                "spec": {"containers": [{"name": "backup-restore", "image": image,
+                    "command": ["/etcdbrctl"], "args": ["server", "--data-dir=/var/etcd/data"]}]},
+            }))
+            .unwrap()
+        };
+        let image = "europe-docker.pkg.dev/gardener-project/releases/gardener/etcdbrctl:v0.30.0";
+        let none = BTreeMap::new();
+        // Built in a temporary checkout: each pod has its own /tmp.
+        let tmp = "/tmp/clone/target/debug/trellis";
+        let s = run(&etcd(image), &none, &ImageMap::new(tmp)).unwrap();
+        assert_eq!(s.argv[0], POD_TRELLIS);
+        assert!(!s.argv.iter().any(|a| a.contains(tmp)), "{:?}", s.argv);
+        assert!(s.mounts.contains(&Mount {
+            source: tmp.into(),
+            target: POD_TRELLIS.into(),
+            read_only: true
+        }));
+        // Under the data dir, which pods never see.
+        let s = run(&etcd(image), &none, &ImageMap::new("/d/bin/trellis")).unwrap();
+        assert_eq!(s.argv[0], POD_TRELLIS);
+        // A binary in plain sight is run where it is, with nothing added.
+        let s = run(&etcd(image), &none, &ImageMap::new("/usr/bin/trellis")).unwrap();
+        assert_eq!(s.argv[0], "/usr/bin/trellis");
+        assert!(!s.mounts.iter().any(|m| m.target == POD_TRELLIS));
+        // A container that does not run trellis gets no such mount.
+        let mut plain = etcd("quay.io/coreos/etcd:v3.5.17");
+        plain.spec.as_mut().unwrap().containers[0].command = None;
+        let s = run(&plain, &none, &ImageMap::new(tmp)).unwrap();
+        assert_eq!(s.argv[0], "etcd");
+        assert!(!s.mounts.iter().any(|m| m.target == POD_TRELLIS));
     }
 
     #[test]

@@ -65,6 +65,14 @@ pub fn start(data: &Path, extra: &[&str]) -> Running {
 }
 
 /// [`start`] for another serving command (`up`).
+/// The trellis binary the servers are started from: the one cargo built,
+/// or `TRELLIS_TEST_BIN` (to try a copy elsewhere, e.g. under /tmp).
+pub fn trellis_bin() -> std::path::PathBuf {
+    std::env::var_os("TRELLIS_TEST_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_trellis").into())
+}
+
 pub fn start_command(command: &str, data: &Path, extra: &[&str]) -> Running {
     start_with(command, data, extra, None)
 }
@@ -79,12 +87,12 @@ fn start_with(command: &str, data: &Path, extra: &[&str], nofile: Option<u64>) -
     for _ in 0..3 {
         let port = free_port();
         let mut cmd = match nofile {
-            None => Command::new(env!("CARGO_BIN_EXE_trellis")),
+            None => Command::new(trellis_bin()),
             Some(n) => {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!("ulimit -Sn {n} && exec \"$0\" \"$@\""))
-                    .arg(env!("CARGO_BIN_EXE_trellis"));
+                    .arg(trellis_bin());
                 c
             }
         };
