@@ -21,9 +21,10 @@ use serde_json::{Value, json};
 use worker::{Cluster, ShootFacts, Worker};
 
 use crate::build::{self, ProfileSource};
+use crate::etcd_main::{self, Readiness};
 use crate::mcm_deployment;
 use crate::plan::{self, DeletionAction, DeletionObservation, NodeCounts, WorkerObservation};
-use crate::shoot_cluster::{ShootCluster, ShootClusters};
+use crate::shoot_cluster::{ShootCluster, ShootClusters, ShootStore};
 use crate::{Config, Error};
 
 /// How long to wait after an error before trying again.
@@ -96,6 +97,7 @@ pub async fn reconcile(shoot: Arc<Shoot>, ctx: Arc<Context>) -> Result<Action, E
         machines: observed.machines,
         nodes: observed.nodes,
         minimum_nodes: observed.minimum_nodes,
+        waiting: observed.waiting.as_deref(),
         error: error_text.as_deref(),
         now: Utc::now(),
     });
@@ -131,6 +133,32 @@ struct Observed {
     machines: usize,
     nodes: Option<NodeCounts>,
     minimum_nodes: i32,
+    /// What the pass stopped to wait for (etcd-main).
+    waiting: Option<String>,
+}
+
+/// Where the shoot's API server keeps its objects: its own store, or its
+/// etcd-main once that serves (`Err` with what to wait for until then).
+async fn shoot_store(
+    ctx: &Context,
+    id: &str,
+    shoot: &Shoot,
+    raw: &Value,
+) -> Result<Result<ShootStore, String>, Error> {
+    let Some(config) = &ctx.config.etcd_main else {
+        return Ok(Ok(ShootStore::Own));
+    };
+    let uid = shoot.meta().uid.clone().unwrap_or_default();
+    let desired = etcd_main::desired(id, &uid, etcd_main::high_availability(raw), config);
+    Ok(
+        match etcd_main::ensure(&ctx.seed, &desired)
+            .await
+            .map_err(api_err(format!("{}/{}", id, etcd_main::NAME)))?
+        {
+            Readiness::Ready { endpoint } => Ok(ShootStore::Etcd { endpoint }),
+            Readiness::Waiting(why) => Err(why),
+        },
+    )
 }
 
 /// Writes the status when it differs; `lastErrors` is cleared explicitly
@@ -266,9 +294,21 @@ async fn deploy(
     // its scale from the start.
     ensure_mcm_deployment(ctx, id).await?;
 
+    // The shoot's API server starts once its store serves; a running one
+    // rides out an etcd-main that is restoring.
+    let store = match shoot_store(ctx, id, shoot, &raw).await? {
+        Ok(store) => store,
+        Err(_) if ctx.clusters.get(id).await.is_some() => ShootStore::Own,
+        Err(why) => {
+            return Ok(Observed {
+                waiting: Some(why),
+                ..Observed::default()
+            });
+        }
+    };
     let cluster = ctx
         .clusters
-        .ensure(id)
+        .ensure(id, &store)
         .await
         .map_err(|e| Error::ShootClusterFailed(e.to_string()))?;
     let secrets: Api<Secret> = Api::namespaced(ctx.seed.clone(), id);
@@ -370,6 +410,7 @@ async fn deploy(
         machines,
         nodes: count_nodes(&cluster).await,
         minimum_nodes,
+        waiting: None,
     })
 }
 
@@ -489,8 +530,12 @@ async fn delete(shoot: &Shoot, namespace: &str, id: &str, ctx: &Context) -> Resu
     for action in &deletion.actions {
         match action {
             DeletionAction::StartShootCluster => {
+                let raw = raw_shoot(ctx, namespace, &name).await?;
+                let store = shoot_store(ctx, id, shoot, &raw)
+                    .await?
+                    .map_err(Error::ShootClusterFailed)?;
                 ctx.clusters
-                    .ensure(id)
+                    .ensure(id, &store)
                     .await
                     .map_err(|e| Error::ShootClusterFailed(e.to_string()))?;
             }
@@ -501,6 +546,12 @@ async fn delete(shoot: &Shoot, namespace: &str, id: &str, ctx: &Context) -> Resu
             DeletionAction::DeleteOrphanVms => delete_orphan_vms(ctx, id).await?,
             DeletionAction::StopShootCluster => ctx.clusters.stop(id).await,
             DeletionAction::DeleteCluster => {
+                if let Some(config) = &ctx.config.etcd_main {
+                    let uid = shoot.meta().uid.clone().unwrap_or_default();
+                    etcd_main::delete(&ctx.seed, id, &uid, config)
+                        .await
+                        .map_err(api_err(format!("{id}/{}", etcd_main::NAME)))?;
+                }
                 delete_ignoring_absent(&Api::<Cluster>::all(ctx.seed.clone()), id)
                     .await
                     .map_err(api_err(format!("cluster {id}")))?

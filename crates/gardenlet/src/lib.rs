@@ -26,6 +26,7 @@
 
 pub mod build;
 mod controller;
+pub mod etcd_main;
 pub mod mcm_deployment;
 pub mod plan;
 pub mod shoot_cluster;
@@ -42,7 +43,7 @@ use worker::Worker;
 
 pub use build::technical_id;
 pub use controller::ERROR_REQUEUE;
-pub use shoot_cluster::{ShootCluster, ShootClusterConfig, ShootClusters};
+pub use shoot_cluster::{ShootCluster, ShootClusterConfig, ShootClusters, ShootStore};
 
 /// Errors of one Shoot reconcile, named after the step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +79,11 @@ pub struct Config {
     pub simulator: nodesim::SimConfig,
     /// Shoots reconciled at once.
     pub concurrency: u16,
+    /// Keep each shoot's objects in an etcd-druid `Etcd` `etcd-main` of its
+    /// control namespace ([`etcd_main`]), which needs druid's controllers
+    /// and a runtime for its pods; `None` gives each shoot a store of its
+    /// own.
+    pub etcd_main: Option<etcd_main::EtcdMainConfig>,
 }
 
 impl Default for Config {
@@ -88,6 +94,7 @@ impl Default for Config {
             machine_controllers: mcm::controllers::Config::default(),
             simulator: nodesim::SimConfig::default(),
             concurrency: 5,
+            etcd_main: None,
         }
     }
 }

@@ -92,6 +92,9 @@ pub struct StatusInput<'a> {
     pub nodes: Option<NodeCounts>,
     /// How many nodes the awake shoot should have.
     pub minimum_nodes: i32,
+    /// What the reconcile stopped to wait for before the Worker (the
+    /// shoot's etcd-main), said as the last operation's description.
+    pub waiting: Option<&'a str>,
     /// A step of this reconcile that failed.
     pub error: Option<&'a str>,
     pub now: DateTime<Utc>,
@@ -132,9 +135,17 @@ pub fn shoot_status(input: &StatusInput<'_>) -> StatusVerdict {
         ),
         (None, false) => (
             STATE_PROCESSING,
-            if input.worker.is_some() { 60 } else { 20 },
+            if input.worker.is_some() {
+                60
+            } else if input.waiting.is_some() {
+                10
+            } else {
+                20
+            },
             match input.worker {
-                None => "Deploying the Worker.".to_string(),
+                None => input
+                    .waiting
+                    .map_or_else(|| "Deploying the Worker.".to_string(), str::to_string),
                 Some(_) if input.hibernation_wanted && !worker_done => {
                     "Waiting for the Worker to scale to zero.".to_string()
                 }
@@ -598,9 +609,26 @@ mod tests {
             machines: 2,
             nodes: Some(NodeCounts { total: 2, ready: 2 }),
             minimum_nodes: 2,
+            waiting: None,
             error: None,
             now: now(),
         }
+    }
+
+    #[test]
+    fn a_shoot_waiting_for_its_etcd_says_so_before_the_worker() {
+        let mut i = input(None);
+        i.waiting = Some("Waiting for etcd-main to be ready (0/1 members ready).");
+        let v = shoot_status(&i);
+        assert!(!v.done);
+        let op = v.status.last_operation.unwrap();
+        assert_eq!(op.state, STATE_PROCESSING);
+        assert_eq!(op.progress, 10);
+        assert_eq!(
+            op.description,
+            "Waiting for etcd-main to be ready (0/1 members ready)."
+        );
+        assert!(v.status.last_errors.is_empty(), "waiting is no error");
     }
 
     fn cond<'a>(s: &'a ShootStatus, t: &str) -> (&'a str, &'a str) {

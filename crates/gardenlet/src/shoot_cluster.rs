@@ -54,6 +54,13 @@ pub enum ShootClusterError {
         #[source]
         source: BoxError,
     },
+    #[error("connecting the API server of shoot {id} to its etcd at {endpoint} failed: {source}")]
+    EtcdFailed {
+        id: String,
+        endpoint: String,
+        #[source]
+        source: BoxError,
+    },
     #[error("binding the API server of shoot {id} failed: {source}")]
     BindFailed {
         id: String,
@@ -78,6 +85,16 @@ pub enum ShootClusterError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Where a shoot's API server keeps its objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShootStore {
+    /// A store of its own: durable under `<data>/shoots/<technicalID>/store`,
+    /// or in memory.
+    Own,
+    /// The shoot's etcd-main, at this client URL ([`crate::etcd_main`]).
+    Etcd { endpoint: String },
 }
 
 /// Settings every shoot's API server and controllers share.
@@ -167,13 +184,24 @@ impl ShootClusters {
 
     /// The shoot's API server and controllers, started if they do not run
     /// (on the same store as before, so its state survives restarts).
-    pub async fn ensure(&self, technical_id: &str) -> Result<Arc<ShootCluster>, ShootClusterError> {
+    pub async fn ensure(
+        &self,
+        technical_id: &str,
+        store: &ShootStore,
+    ) -> Result<Arc<ShootCluster>, ShootClusterError> {
         let mut running = self.running.lock().await;
         if let Some(c) = running.get(technical_id) {
             return Ok(c.clone());
         }
-        let cluster =
-            Arc::new(start(&self.config, technical_id, self.data_dir(technical_id)).await?);
+        let cluster = Arc::new(
+            start(
+                &self.config,
+                technical_id,
+                self.data_dir(technical_id),
+                store.clone(),
+            )
+            .await?,
+        );
         running.insert(technical_id.to_string(), cluster.clone());
         Ok(cluster)
     }
@@ -223,6 +251,7 @@ async fn start(
     config: &ShootClusterConfig,
     technical_id: &str,
     dir: Option<PathBuf>,
+    store: ShootStore,
 ) -> Result<ShootCluster, ShootClusterError> {
     let id = || technical_id.to_string();
     let (ready_tx, ready_rx) = oneshot::channel::<Result<Started, ShootClusterError>>();
@@ -230,6 +259,7 @@ async fn start(
     let setup = Setup {
         id: id(),
         dir,
+        store,
         config: config.clone(),
     };
     let thread = std::thread::Builder::new()
@@ -283,6 +313,7 @@ async fn start(
 struct Setup {
     id: String,
     dir: Option<PathBuf>,
+    store: ShootStore,
     config: ShootClusterConfig,
 }
 
@@ -322,7 +353,7 @@ async fn run_shoot(
         (None, Some(t)) => t.path().join("pki"),
         (None, None) => return,
     };
-    let cluster = match start_api(&setup.id, setup.dir.as_deref(), &pki_dir).await {
+    let cluster = match start_api(&setup.id, setup.dir.as_deref(), &setup.store, &pki_dir).await {
         Ok(c) => c,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -373,6 +404,7 @@ async fn run_shoot(
 async fn start_api(
     id: &str,
     dir: Option<&Path>,
+    store: &ShootStore,
     pki_dir: &Path,
 ) -> Result<Cluster, ShootClusterError> {
     let pki = apiserver::Pki::ensure(pki_dir, &[]).map_err(|e| ShootClusterError::PkiFailed {
@@ -396,8 +428,22 @@ async fn start_api(
         .tls(pki)
         .listener(listener)
         .client_retries(true);
-    if let Some(d) = dir {
-        builder = builder.file_store(d.join("store"));
+    match (store, dir) {
+        (ShootStore::Etcd { endpoint }, _) => {
+            let etcd = store_etcd::EtcdStore::connect(store_etcd::EtcdOptions {
+                client: etcdv3::Config::from_list(endpoint),
+                prefix: String::new(),
+            })
+            .await
+            .map_err(|e| ShootClusterError::EtcdFailed {
+                id: id.to_string(),
+                endpoint: endpoint.clone(),
+                source: e.into(),
+            })?;
+            builder = builder.store(Arc::new(etcd));
+        }
+        (ShootStore::Own, Some(d)) => builder = builder.file_store(d.join("store")),
+        (ShootStore::Own, None) => {}
     }
     builder
         .start()

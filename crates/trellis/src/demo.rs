@@ -475,13 +475,15 @@ impl View {
         let mut notes = Vec::new();
         let settled = progress.done();
         let previous = self.last.replace((progress.desired, elapsed));
-        if let Some((desired, at)) = previous {
-            if self.settled && settled && desired != progress.desired {
-                // Settled before and after, at another size: the change
-                // happened (and finished) since the last observation.
-                self.settled = false;
-                self.unsettled_since = Some(at);
-            }
+        if let Some((desired, at)) = previous
+            && self.settled
+            && settled
+            && desired != progress.desired
+        {
+            // Settled before and after, at another size: the change
+            // happened (and finished) since the last observation.
+            self.settled = false;
+            self.unsettled_since = Some(at);
         }
         if settled && !self.settled {
             let when = match self.unsettled_since {

@@ -247,6 +247,20 @@ struct UpArgs {
     /// host name).
     #[arg(long, value_name = "NAME")]
     node_name: Option<String>,
+    /// Where each shoot's API server keeps its objects: `embedded` (a store
+    /// of its own under the data dir) or `druid` (an etcd-druid Etcd
+    /// `etcd-main` in the shoot's control namespace, run by the process
+    /// kubelet with Debian's etcd and backed up under
+    /// `<data>/backupbuckets/shoots`, as Gardener deploys it).
+    #[arg(long, value_enum, default_value = "embedded", value_name = "STORE")]
+    shoot_etcd: ShootEtcd,
+}
+
+/// `trellis up --shoot-etcd`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ShootEtcd {
+    Embedded,
+    Druid,
 }
 
 /// The process kubelet of `trellis up`, unless `--no-kubelet`.
@@ -383,6 +397,15 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         .unwrap_or_else(default_data_dir);
     let tls = !args.server.insecure_http;
     let kubelet_config = kubelet_config(&args, &data_dir)?;
+    anyhow::ensure!(
+        args.shoot_etcd == ShootEtcd::Embedded || kubelet_config.is_some(),
+        "--shoot-etcd druid needs the process kubelet (it runs the etcd members): drop --no-kubelet"
+    );
+    let etcd_main =
+        (args.shoot_etcd == ShootEtcd::Druid).then(|| gardenlet::etcd_main::EtcdMainConfig {
+            local_backup_root: Some(data_dir.join("backupbuckets")),
+            ..Default::default()
+        });
     let cluster_api = args.server.cluster_api;
     let started = start_server(args.server, server_shutdown).await?;
     let mut serving = tokio::spawn(started.serve);
@@ -465,6 +488,7 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         client.clone(),
         gardenlet::Config {
             data_dir: shoots_dir,
+            etcd_main,
             ..gardenlet::Config::default()
         },
         controllers_shutdown.clone(),
