@@ -73,6 +73,19 @@ pub fn sts_step(etcd: &Etcd, o: &StsObserved) -> StsStep {
     }
 }
 
+/// Whether scaling to `replicas: 0` (hibernation) first takes the
+/// pre-sync full snapshot (spec §6, scenario 11): the Etcd goes to 0, it
+/// has a backup store, and its StatefulSet still runs members that are
+/// ready (`sts_replicas`, `sts_ready`), so what they hold since the last
+/// snapshot is kept. Once the set is at 0 there is nothing left to take.
+pub fn pre_sync_snapshot(etcd: &Etcd, sts_replicas: i32, sts_ready: i32) -> bool {
+    etcd.spec.replicas == 0
+        && etcd.spec.backup.store.is_some()
+        && !runtime_disabled(etcd)
+        && sts_replicas > 0
+        && sts_ready > 0
+}
+
 /// The components to apply in upstream's order, the StatefulSet last with
 /// `sts_replicas`. With runtime creation disabled only the ConfigMap and
 /// the StatefulSet.
@@ -230,6 +243,35 @@ mod tests {
                 Some([(DISABLE_RUNTIME_ANNOTATION.to_string(), String::new())].into());
         }
         e
+    }
+
+    #[test]
+    fn scenario_11_scaling_to_zero_takes_a_pre_sync_full_snapshot_first() {
+        // (name, etcd replicas, store, runtime disabled, sts replicas, ready, want)
+        let table = [
+            ("hibernating 3 ready members", 0, true, false, 3, 3, true),
+            ("hibernating 1 ready member", 0, true, false, 1, 1, true),
+            (
+                "members not ready: nothing to take",
+                0,
+                true,
+                false,
+                3,
+                0,
+                false,
+            ),
+            ("already at 0", 0, true, false, 0, 0, false),
+            ("no backup store", 0, false, false, 3, 3, false),
+            ("runtime disabled", 0, true, true, 3, 3, false),
+            ("not hibernating", 3, true, false, 3, 3, false),
+        ];
+        for (name, replicas, store, disabled, sts, ready, want) in table {
+            assert_eq!(
+                pre_sync_snapshot(&etcd(replicas, store, disabled), sts, ready),
+                want,
+                "{name}"
+            );
+        }
     }
 
     fn kinds(v: &[Value]) -> Vec<String> {

@@ -294,6 +294,25 @@ async fn deploy(
     // its scale from the start.
     ensure_mcm_deployment(ctx, id).await?;
 
+    // A hibernated shoot on etcd-main has neither API server nor etcd
+    // members; they come back when it wakes up.
+    if ctx.config.etcd_main.is_some()
+        && hibernation_wanted(shoot)
+        && etcd_main::hibernated(&ctx.seed, id)
+            .await
+            .map_err(api_err(format!("{id}/{}", etcd_main::NAME)))?
+    {
+        ctx.clusters.stop(id).await;
+        let worker = Api::<Worker>::namespaced(ctx.seed.clone(), id)
+            .get_opt(id)
+            .await
+            .map_err(api_err(format!("worker {id}")))?;
+        return Ok(Observed {
+            worker: worker.as_ref().map(observe_worker),
+            machines: count_machines(ctx, id).await?,
+            ..Observed::default()
+        });
+    }
     // The shoot's API server starts once its store serves; a running one
     // rides out an etcd-main that is restoring.
     let store = match shoot_store(ctx, id, shoot, &raw).await? {
@@ -399,19 +418,37 @@ async fn deploy(
             None => existing_worker.unwrap_or_default(),
         };
 
-    let machines = Api::<Machine>::namespaced(ctx.seed.clone(), id)
+    let machines = count_machines(ctx, id).await?;
+    let worker = observe_worker(&written);
+    let nodes = count_nodes(&cluster).await;
+    if ctx.config.etcd_main.is_some()
+        && hibernation_wanted(shoot)
+        && machines == 0
+        && worker.reconciled()
+    {
+        // Every machine is gone: the API server stops, then etcd-main
+        // goes to 0 after druid's last full snapshot (Gardener's order).
+        ctx.clusters.stop(id).await;
+        etcd_main::hibernate(&ctx.seed, id)
+            .await
+            .map_err(api_err(format!("{id}/{}", etcd_main::NAME)))?;
+    }
+    Ok(Observed {
+        worker: Some(worker),
+        machines,
+        nodes,
+        minimum_nodes,
+        waiting: None,
+    })
+}
+
+async fn count_machines(ctx: &Context, id: &str) -> Result<usize, Error> {
+    Ok(Api::<Machine>::namespaced(ctx.seed.clone(), id)
         .list_metadata(&ListParams::default())
         .await
         .map_err(api_err("machines"))?
         .items
-        .len();
-    Ok(Observed {
-        worker: Some(observe_worker(&written)),
-        machines,
-        nodes: count_nodes(&cluster).await,
-        minimum_nodes,
-        waiting: None,
-    })
+        .len())
 }
 
 /// Creates the `machine-controller-manager` Deployment, or brings what

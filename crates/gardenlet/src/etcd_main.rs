@@ -157,19 +157,49 @@ pub async fn ensure(seed: &kube::Client, desired: &Etcd) -> Result<Readiness, ku
         Some(e) => e,
         None => etcds.create(&PostParams::default(), desired).await?,
     };
-    if current.spec.replicas > 0 && current.spec.replicas < desired.spec.replicas {
-        etcds
-            .patch(
-                NAME,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": desired.spec.replicas}})),
-            )
-            .await?;
+    if current.spec.replicas < desired.spec.replicas {
+        // Growing, or waking up from hibernation (0) on the kept volumes.
+        scale(&etcds, desired.spec.replicas).await?;
     }
     let service = Api::<Service>::namespaced(seed.clone(), ns)
         .get_opt(CLIENT_SERVICE)
         .await?;
     Ok(readiness(Some(&current), service.as_ref()))
+}
+
+/// Sets etcd-main's replicas with druid's operation annotation (druid
+/// applies a spec change only when asked, as upstream gardenlet asks).
+async fn scale(etcds: &Api<Etcd>, replicas: i32) -> Result<(), kube::Error> {
+    etcds
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"annotations": {"gardener.cloud/operation": "reconcile"}},
+                "spec": {"replicas": replicas},
+            })),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Whether etcd-main is hibernated (scaled to 0).
+pub async fn hibernated(seed: &kube::Client, technical_id: &str) -> Result<bool, kube::Error> {
+    let etcds: Api<Etcd> = Api::namespaced(seed.clone(), technical_id);
+    Ok(etcds
+        .get_opt(NAME)
+        .await?
+        .is_some_and(|e| e.spec.replicas == 0))
+}
+
+/// Hibernates etcd-main: druid takes a last full snapshot, then scales its
+/// members to 0, keeping their volumes.
+pub async fn hibernate(seed: &kube::Client, technical_id: &str) -> Result<(), kube::Error> {
+    let etcds: Api<Etcd> = Api::namespaced(seed.clone(), technical_id);
+    match etcds.get_opt(NAME).await? {
+        Some(e) if e.spec.replicas > 0 => scale(&etcds, 0).await,
+        _ => Ok(()),
+    }
 }
 
 /// Deletes etcd-main (druid removes its members and volumes) and, when

@@ -516,6 +516,9 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
                 local_backup_root: data_dir.join("backupbuckets").display().to_string(),
                 ..Default::default()
             },
+            // This process is outside the seed's DNS: backup-restore's
+            // Service names resolve through the API.
+            snapshot_trigger: Arc::new(druid::controllers::ServiceIpTrigger::new(client.clone())),
             ..Default::default()
         },
         controllers_shutdown.clone(),

@@ -125,6 +125,20 @@ fn etcd_keys(rt: &tokio::runtime::Runtime, client: &etcdv3::Client, prefix: &[u8
     .map(|r| r.count)
 }
 
+/// Every file below `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// `GET http://addr/path`, the status code.
 fn http_get(addr: &str, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
@@ -277,6 +291,71 @@ fn a_shoots_objects_live_in_etcd_main_and_survive_its_data_loss() {
             b"/registry/core/configmaps/default/after-restore",
         ) == Some(1)
     });
+
+    // Hibernation: the machine goes, then the API server, then etcd-main
+    // goes to 0 after a last full snapshot; its volume stays.
+    let fulls = || -> usize {
+        walk(&data.join("backupbuckets/shoots"))
+            .iter()
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("Full-"))
+            })
+            .count()
+    };
+    let fulls_before = fulls();
+    let hibernate = |on: bool| {
+        let patch = format!(r#"{{"spec":{{"hibernation":{{"enabled":{on}}}}}}}"#);
+        let out = kubectl(
+            &kc,
+            &[
+                "patch",
+                "shoot",
+                "db",
+                "-n",
+                "garden-local",
+                "--type=merge",
+                "-p",
+                &patch,
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    hibernate(true);
+    let took = wait_until("the shoot hibernated with etcd-main at 0", 240, || {
+        let shoot = get(&kc, &["shoot", "db", "-n", "garden-local"]);
+        let sts = get(&kc, &["statefulset", "etcd-main", "-n", NS]);
+        shoot["status"]["hibernated"] == true
+            && sts["spec"]["replicas"] == 0
+            && get(&kc, &["pod", "etcd-main-0", "-n", NS]).is_null()
+    });
+    eprintln!("hibernated in {took:?}");
+    assert!(
+        fulls() > fulls_before,
+        "druid took a full snapshot before scaling to 0"
+    );
+    assert!(
+        configmaps(&shoot_kc).is_none(),
+        "no API server while hibernated"
+    );
+    // Waking up: etcd-main back on its kept volume, then the API server.
+    hibernate(false);
+    let took = wait_until("the woken shoot's API with every ConfigMap", 240, || {
+        configmaps(&shoot_kc) == Some(100)
+    });
+    eprintln!("woke up in {took:?}");
+    assert!(
+        !stdout(&kubectl(
+            &kc,
+            &["logs", "etcd-main-0", "-n", NS, "-c", "backup-restore"],
+        ))
+        .contains("action=Restore"),
+        "the kept volume is used, not a backup"
+    );
 
     // Deleting the Shoot deletes etcd-main and the shoot's backups.
     let backups = data.join("backupbuckets/shoots");

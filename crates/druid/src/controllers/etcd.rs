@@ -178,6 +178,9 @@ fn failed(code: &str, e: Error) -> FlowOutcome {
     }
 }
 
+/// How long the pre-sync full snapshot may take.
+const PRE_SYNC_SNAPSHOT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
 async fn sync_components(etcd: &Etcd, ctx: &Context) -> Result<FlowOutcome, (&'static str, Error)> {
     let n = Names::of(etcd);
     let client = &ctx.client;
@@ -240,6 +243,24 @@ async fn sync_components(etcd: &Etcd, ctx: &Context) -> Result<FlowOutcome, (&'s
         }
         StsStep::Apply { replicas, requeue } => (replicas, requeue),
     };
+    let (sts_replicas, sts_ready) = sts.as_ref().map_or((0, 0), |s| {
+        (
+            s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0),
+            s.status
+                .as_ref()
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0),
+        )
+    });
+    if sync::pre_sync_snapshot(etcd, sts_replicas, sts_ready) {
+        let url = crate::components::full_snapshot_url(etcd, &ctx.opts.settings);
+        ctx.opts
+            .snapshot_trigger
+            .trigger(url, PRE_SYNC_SNAPSHOT_TIMEOUT)
+            .await
+            .map_err(|e| ("ERR_PRE_SYNC_SNAPSHOT", Error::PreSyncSnapshotFailed(e)))?;
+        tracing::info!(etcd = %format!("{}/{}", n.namespace, n.name), "took the pre-sync full snapshot before scaling to 0");
+    }
     for obj in sync::components_to_apply(etcd, replicas, &ctx.opts.settings) {
         let component = obj["metadata"]["labels"]["app.kubernetes.io/component"]
             .as_str()

@@ -33,7 +33,7 @@ pub mod etcd;
 pub mod secret;
 pub mod snapshot;
 
-pub use snapshot::{FullSnapshotTrigger, HttpTrigger};
+pub use snapshot::{FullSnapshotTrigger, HttpTrigger, ServiceIpTrigger};
 
 /// The field manager of every apply.
 pub const FIELD_MANAGER: &str = "etcd-druid";
@@ -47,6 +47,8 @@ const STATUS_ATTEMPTS: usize = 5;
 pub enum Error {
     #[error("druid.gardener.cloud CRDs are not served: {0}")]
     CrdsMissing(#[source] kube::Error),
+    #[error("the pre-sync full snapshot before scaling to 0 failed: {0}")]
+    PreSyncSnapshotFailed(String),
     #[error("reading {what}: {source}")]
     ReadFailed {
         what: String,

@@ -33,6 +33,61 @@ impl FullSnapshotTrigger for HttpTrigger {
     }
 }
 
+/// [`HttpTrigger`] for a druid outside the cluster's DNS (as in `trellis
+/// up`, where the seed's Services are loopback addresses of the process
+/// kubelet's proxy): a host `<service>.<namespace>.svc[.<domain>]` is
+/// resolved to the Service's cluster IP through the API, as cluster DNS
+/// would; any other host is used as it is.
+#[derive(Clone)]
+pub struct ServiceIpTrigger {
+    client: kube::Client,
+}
+
+impl ServiceIpTrigger {
+    pub fn new(client: kube::Client) -> ServiceIpTrigger {
+        ServiceIpTrigger { client }
+    }
+}
+
+/// The Service a host name names: `(service, namespace)`.
+pub fn service_of_host(host: &str) -> Option<(String, String)> {
+    let mut parts = host.split('.');
+    let (service, namespace, svc) = (parts.next()?, parts.next()?, parts.next()?);
+    (svc == "svc" && !service.is_empty() && !namespace.is_empty())
+        .then(|| (service.to_string(), namespace.to_string()))
+}
+
+impl FullSnapshotTrigger for ServiceIpTrigger {
+    fn trigger(&self, url: String, timeout: Duration) -> BoxFuture<'static, Result<(), String>> {
+        let client = self.client.clone();
+        async move {
+            let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+            let host = uri.host().unwrap_or_default().to_string();
+            let url = match service_of_host(&host) {
+                Some((service, namespace)) => {
+                    let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+                        kube::Api::namespaced(client, &namespace);
+                    let svc = api
+                        .get(&service)
+                        .await
+                        .map_err(|e| format!("resolving {host}: {e}"))?;
+                    let ip = svc
+                        .spec
+                        .and_then(|s| s.cluster_ip)
+                        .filter(|ip| !ip.is_empty() && ip != "None")
+                        .ok_or_else(|| {
+                            format!("resolving {host}: the Service has no cluster IP")
+                        })?;
+                    url.replacen(&host, &ip, 1)
+                }
+                None => url,
+            };
+            HttpTrigger.trigger(url, timeout).await
+        }
+        .boxed()
+    }
+}
+
 async fn get(url: &str) -> Result<(), String> {
     let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
     if uri.scheme_str() != Some("http") {
@@ -76,6 +131,21 @@ mod tests {
             let _ = s.write_all(body.as_bytes()).await;
         });
         format!("http://{addr}/snapshot/full")
+    }
+
+    #[test]
+    fn service_host_names_resolve_to_their_service() {
+        assert_eq!(
+            service_of_host("etcd-main-client.shoot--p--s.svc.cluster.local"),
+            Some(("etcd-main-client".into(), "shoot--p--s".into()))
+        );
+        assert_eq!(
+            service_of_host("e-client.ns.svc"),
+            Some(("e-client".into(), "ns".into()))
+        );
+        assert_eq!(service_of_host("127.0.0.1"), None);
+        assert_eq!(service_of_host("example.com"), None);
+        assert_eq!(service_of_host("a.b.c.d"), None);
     }
 
     #[tokio::test]
