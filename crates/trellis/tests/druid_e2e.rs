@@ -10,7 +10,10 @@
 //!   the data directory and the pod: the new pod's sidecar restores the
 //!   newest full snapshot plus its deltas before etcd starts;
 //! - an Etcd with 3 replicas becomes 3 etcd processes, Ready with 3 Ready
-//!   members and one Leader among their Leases.
+//!   members and one Leader among their Leases; one member that stops
+//!   answering (its etcd process stopped with SIGSTOP) leaves the cluster
+//!   quorate (Ready True) but AllMembersReady False once its lease is past
+//!   druid's unknown threshold (1 min), and True again once it answers.
 //!
 //! The sidecars reach the API as any in-cluster client does: with the
 //! token of the Etcd's ServiceAccount that the process kubelet mounts, and
@@ -77,6 +80,22 @@ fn ready_members(etcd: &Value) -> usize {
     etcd.pointer("/status/members")
         .and_then(Value::as_array)
         .map_or(0, |ms| ms.iter().filter(|m| m["status"] == "Ready").count())
+}
+
+/// The etcd process of pod `pod` (the kubelet sets its HOSTNAME).
+fn etcd_process_of(pod: &str) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        if !String::from_utf8_lossy(&cmd).starts_with("etcd\0--config-file=") {
+            return None;
+        }
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let want = format!("HOSTNAME={pod}");
+        env.split(|b| *b == 0)
+            .any(|v| v == want.as_bytes())
+            .then_some(pid)
+    })
 }
 
 /// Processes of etcd started by the wrapper (its config file is in the
@@ -265,4 +284,42 @@ fn etcd_members_back_up_and_restore_under_trellis_up() {
     let cluster_ids: std::collections::BTreeSet<&str> =
         roles.iter().filter_map(|h| h.split(':').nth(1)).collect();
     assert_eq!(cluster_ids.len(), 1, "{roles:?}");
+
+    // One member stops answering: quorate, but not all members ready.
+    let pid = etcd_process_of("t-2").expect("the etcd process of t-2");
+    let signal = |sig: &str, pid: i32| {
+        std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(signal("-STOP", pid), "stopping etcd {pid}");
+    struct Resume(i32);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", &self.0.to_string()])
+                .status();
+        }
+    }
+    let resume = Resume(pid);
+    let took = wait_until("AllMembersReady False with Ready True", 180, || {
+        let t = get(&kc, &["etcd", "t"]);
+        condition(&t, "AllMembersReady") == "False" && condition(&t, "Ready") == "True"
+    });
+    eprintln!("a stopped member made AllMembersReady False in {took:?}");
+    let t = get(&kc, &["etcd", "t"]);
+    let t2 = t
+        .pointer("/status/members")
+        .and_then(Value::as_array)
+        .and_then(|ms| ms.iter().find(|m| m["name"] == "t-2"))
+        .cloned()
+        .unwrap_or_default();
+    assert_ne!(t2["status"], "Ready", "{t2}");
+    drop(resume);
+    let took = wait_until("AllMembersReady True again", 120, || {
+        let t = get(&kc, &["etcd", "t"]);
+        condition(&t, "AllMembersReady") == "True" && ready_members(&t) == 3
+    });
+    eprintln!("the member answered again; AllMembersReady True in {took:?}");
 }
