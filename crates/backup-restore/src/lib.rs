@@ -17,6 +17,7 @@ pub mod defrag;
 pub mod delta;
 pub mod gc;
 pub mod init;
+pub mod join;
 pub mod lease;
 pub mod restore;
 pub mod sidecar;

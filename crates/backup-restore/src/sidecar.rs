@@ -95,6 +95,9 @@ pub struct Sidecar {
     init: Mutex<InitStatus>,
     snapshotter: Option<Arc<Snapshotter>>,
     leading: Mutex<Vec<JoinHandle<()>>>,
+    /// The `initial-cluster` of a member that joins a running cluster
+    /// ([`crate::join`]); `None`: druid's, as configured.
+    joining: Mutex<Option<String>>,
 }
 
 impl Sidecar {
@@ -114,6 +117,7 @@ impl Sidecar {
             init: Mutex::new(InitStatus::New),
             snapshotter,
             leading: Mutex::new(Vec::new()),
+            joining: Mutex::new(None),
         }))
     }
 
@@ -138,11 +142,12 @@ impl Sidecar {
             _ => return Err(SidecarError::NotInitialized),
         };
         let yaml = self.read_config().await?;
-        Ok(crate::config::member_config(
-            &yaml,
-            &self.settings.pod_name,
-            state,
-        )?)
+        let config = crate::config::member_config(&yaml, &self.settings.pod_name, state)?;
+        match self.joining.lock().await.as_deref() {
+            Some(initial) => crate::join::with_initial_cluster(&config, initial)
+                .map_err(|e| SidecarError::Config(crate::config::ConfigError::Parse(e))),
+            None => Ok(config),
+        }
     }
 
     /// `/initialization/start`: starts initialization unless it runs or
@@ -188,11 +193,24 @@ impl Sidecar {
                 .any(|x| x.kind == Kind::Full),
             None => false,
         };
+        // A member of a larger cluster asks the others what they know of
+        // it: nothing (a scale-out), or an old self.
+        let (cluster, peers, peer_url) = match crate::join::addresses(&yaml, &s.pod_name) {
+            Some((peer_url, others)) if multi => {
+                let peers = crate::join::Peers::new(&others);
+                let view = match peers.members().await {
+                    Some(list) => crate::join::view(&list, &peer_url),
+                    None => ClusterView::Unreachable,
+                };
+                (view, Some(peers), peer_url)
+            }
+            _ => (ClusterView::Unreachable, None, String::new()),
+        };
         let facts = InitFacts {
             dir: dir.clone(),
             multi_member: multi,
             backups,
-            cluster: ClusterView::Unreachable,
+            cluster,
             ran_before: false,
         };
         let action = init::plan(&facts);
@@ -201,6 +219,15 @@ impl Sidecar {
             InitAction::Refuse(why) | InitAction::Retry(why) => return Err(why),
             InitAction::Start(state) => state,
             InitAction::WipeAndStart(state) => {
+                if state == init::ClusterState::Existing
+                    && let Some(list) = match &peers {
+                        Some(p) => p.members().await,
+                        None => None,
+                    }
+                {
+                    *self.joining.lock().await =
+                        Some(crate::join::initial_cluster(&list, &s.pod_name));
+                }
                 let _ = tokio::fs::remove_dir_all(&s.data_dir).await;
                 state
             }
@@ -231,8 +258,27 @@ impl Sidecar {
                 .map_err(|e| e.to_string())?;
                 init::ClusterState::New
             }
-            InitAction::JoinAsLearner { .. } => {
-                return Err("joining as a learner is not implemented yet".into());
+            InitAction::JoinAsLearner { remove_first } => {
+                let peers = peers.ok_or("no other member to join")?;
+                if remove_first {
+                    peers.remove(&peer_url).await?;
+                }
+                let mut attempt = 1;
+                let list = loop {
+                    match peers.add_learner(&peer_url).await {
+                        Ok(list) => break list,
+                        Err(e) if attempt < crate::join::ADD_ATTEMPTS => {
+                            tracing::warn!(attempt, error = %e, "adding this member as a learner failed; retrying");
+                            attempt += 1;
+                            tokio::time::sleep(crate::join::ADD_PAUSE).await;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                };
+                tracing::info!(peer = %peer_url, "added as a learner: joining the running cluster");
+                *self.joining.lock().await = Some(crate::join::initial_cluster(&list, &s.pod_name));
+                let _ = tokio::fs::remove_dir_all(&s.data_dir).await;
+                init::ClusterState::Existing
             }
         };
         validate::write_safe_guard(&s.data_dir, &s.namespace).map_err(|e| e.to_string())?;
@@ -279,7 +325,7 @@ impl Sidecar {
     }
 
     /// This member's role, from its etcd's status.
-    async fn role(&self, client: &etcdv3::Client) -> Result<(Role, u64, u64), etcdv3::Error> {
+    async fn role(&self, client: &etcdv3::Client) -> Result<(Role, u64, u64, bool), etcdv3::Error> {
         let st = client.status().await?;
         let h = st.header.unwrap_or_default();
         let role = if st.leader == h.member_id {
@@ -287,7 +333,24 @@ impl Sidecar {
         } else {
             Role::Member
         };
-        Ok((role, h.member_id, h.cluster_id))
+        Ok((role, h.member_id, h.cluster_id, st.is_learner))
+    }
+
+    /// A learner asks the voting members to promote it; they refuse until
+    /// it caught up with the leader, so this runs every heartbeat.
+    async fn promote(&self, id: u64) {
+        let Ok(yaml) = self.read_config().await else {
+            return;
+        };
+        let Some((_, others)) = crate::join::addresses(&yaml, &self.settings.pod_name) else {
+            return;
+        };
+        match crate::join::Peers::new(&others).promote(id).await {
+            Ok(()) => {
+                tracing::info!(member = %format!("{id:x}"), "promoted from learner to voting member")
+            }
+            Err(e) => tracing::debug!(error = %e, "not promoted yet"),
+        }
     }
 
     /// Runs until the process ends: renews the member lease every
@@ -307,7 +370,7 @@ impl Sidecar {
             if !matches!(self.init_status().await, InitStatus::Successful { .. }) {
                 continue;
             }
-            let (role, id, cluster) = match self.role(&client).await {
+            let (role, id, cluster, learner) = match self.role(&client).await {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::debug!(error = %e, "etcd not answering yet");
@@ -315,6 +378,9 @@ impl Sidecar {
                     continue;
                 }
             };
+            if learner {
+                self.promote(id).await;
+            }
             if let Some(l) = &s.leases {
                 let holder = crate::lease::holder_identity(id, cluster, role);
                 if let Err(e) = l.renew_member(&holder, false).await {

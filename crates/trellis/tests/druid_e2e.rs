@@ -9,6 +9,8 @@
 //! - 1,000 keys written through the client Service survive the loss of
 //!   the data directory and the pod: the new pod's sidecar restores the
 //!   newest full snapshot plus its deltas before etcd starts;
+//! - that Etcd scaled out to 3 replicas: the new members join as learners,
+//!   are promoted, and each serves the 1,000 keys;
 //! - an Etcd with 3 replicas becomes 3 etcd processes, Ready with 3 Ready
 //!   members and one Leader among their Leases; one member that stops
 //!   answering (its etcd process stopped with SIGSTOP) leaves the cluster
@@ -264,6 +266,47 @@ fn etcd_members_back_up_and_restore_under_trellis_up() {
     assert_eq!(v.kvs[0].value, b"v999");
     let logs = stdout(&kubectl(&kc, &["logs", "e-0", "-c", "backup-restore"]));
     assert!(logs.contains("action=Restore"), "{logs}");
+
+    // Scale-out 1 → 3: the new members join as learners and are
+    // promoted; every member holds the 1,000 keys.
+    let out = kubectl(
+        &kc,
+        &[
+            "patch",
+            "etcd",
+            "e",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"annotations":{"gardener.cloud/operation":"reconcile"}},"spec":{"replicas":3}}"#,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let took = wait_until("Etcd e scaled out to 3 Ready members", 240, || {
+        let e = get(&kc, &["etcd", "e"]);
+        condition(&e, "Ready") == "True"
+            && condition(&e, "AllMembersReady") == "True"
+            && ready_members(&e) == 3
+    });
+    eprintln!("scaled out 1 → 3 in {took:?}");
+    let members = rt.block_on(client.member_list()).unwrap().members;
+    assert_eq!(members.len(), 3, "{members:?}");
+    assert!(members.iter().all(|m| !m.is_learner), "{members:?}");
+    for pod in ["e-0", "e-1", "e-2"] {
+        let ip = get(&kc, &["pod", pod])["status"]["podIP"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let member = etcdv3::Client::single(&format!("http://{ip}:2379"), None).unwrap();
+        wait_until(&format!("{pod} to serve the 1,000 keys"), 60, || {
+            rt.block_on(count(&member)).is_ok_and(|n| n == 1000)
+        });
+    }
+    let logs = stdout(&kubectl(&kc, &["logs", "e-2", "-c", "backup-restore"]));
+    assert!(logs.contains("added as a learner"), "{logs}");
 
     // Three members.
     apply(&kc, dir.path(), "t.yaml", &etcd_yaml("t", 3));
