@@ -5,6 +5,7 @@
 mod capi;
 mod client;
 mod mcm;
+mod restore;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,6 +59,10 @@ pub enum BenchCommand {
         /// Use the in-memory store instead of the durable file store.
         #[arg(long)]
         in_memory: bool,
+        /// The client table's server keeps its objects in this etcd
+        /// (`trellis server --etcd-servers`) instead of the file store.
+        #[arg(long, value_name = "URL[,URL…]")]
+        etcd_servers: Option<String>,
     },
     /// Cloud profiles: filtering the image versions every machine type can
     /// boot, and re-rendering NamespacedCloudProfiles after a parent change.
@@ -119,6 +124,16 @@ pub enum BenchCommand {
         /// Run the server on the in-memory store instead of the durable one.
         #[arg(long)]
         in_memory: bool,
+    },
+    /// etcd-backup-restore's restore of a member from a full snapshot and
+    /// its deltas, against a real etcd (Debian's etcd-server).
+    Restore {
+        /// Keys in the full snapshot.
+        #[arg(long, default_value_t = 100_000)]
+        keys: usize,
+        /// Keys written after it, into delta snapshots.
+        #[arg(long, default_value_t = 10_000)]
+        delta_keys: usize,
     },
     /// Memory of a `trellis server` process (run as a child) holding N
     /// ConfigMaps.
@@ -563,6 +578,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             )
             .await
         }
+        BenchCommand::Restore { keys, delta_keys } => restore::run(keys, delta_keys).await,
         BenchCommand::Capi {
             machines,
             max_surge,
@@ -579,12 +595,14 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             objects,
             list_objects,
             in_memory,
+            etcd_servers,
         } => {
             if mode != ApiserverMode::InProcess {
                 println!("### As clients see it: `trellis server` in its own process, TLS");
                 println!();
                 client::run(client::Plan {
                     requests,
+                    etcd_servers,
                     auth,
                     protocols,
                     clients,

@@ -103,7 +103,10 @@ enum Sender {
 }
 
 impl Server {
-    async fn start(auth: Auth) -> anyhow::Result<(Server, tempfile::TempDir)> {
+    async fn start(
+        auth: Auth,
+        etcd_servers: Option<&str>,
+    ) -> anyhow::Result<(Server, tempfile::TempDir)> {
         let dir = tempfile::tempdir()?;
         let tokens = dir.path().join("tokens.csv");
         std::fs::write(
@@ -115,8 +118,12 @@ impl Server {
             l.local_addr()?.port()
         };
         let data_dir = dir.path().join("data");
-        let child = tokio::process::Command::new(std::env::current_exe()?)
-            .args(["server", "--listen", &format!("127.0.0.1:{port}")])
+        let mut command = tokio::process::Command::new(std::env::current_exe()?);
+        command.args(["server", "--listen", &format!("127.0.0.1:{port}")]);
+        if let Some(servers) = etcd_servers {
+            command.arg("--etcd-servers").arg(servers);
+        }
+        let child = command
             .arg("--data-dir")
             .arg(&data_dir)
             .arg("--token-auth-file")
@@ -429,6 +436,8 @@ fn fdatasync_latency(dir: &Path, n: usize) -> anyhow::Result<(Duration, Duration
 /// What the client table covers.
 pub struct Plan {
     pub requests: usize,
+    /// The server's store in this etcd instead of its data dir.
+    pub etcd_servers: Option<String>,
     pub auth: Auth,
     pub protocols: Vec<Proto>,
     pub clients: Vec<usize>,
@@ -440,12 +449,13 @@ pub struct Plan {
 pub async fn run(plan: Plan) -> anyhow::Result<()> {
     let Plan {
         requests,
+        etcd_servers,
         auth,
         protocols,
         clients: client_counts,
         verbs,
     } = plan;
-    let (server, _dir) = Server::start(auth).await?;
+    let (server, _dir) = Server::start(auth, etcd_servers.as_deref()).await?;
     let server = Arc::new(server);
     let (sync_p50, sync_p99) = fdatasync_latency(&server.data_dir, 500)?;
     {
