@@ -22,6 +22,7 @@ use worker::{Cluster, ShootFacts, Worker};
 
 use crate::build::{self, ProfileSource};
 use crate::etcd_main::{self, Readiness};
+use crate::kube_apiserver;
 use crate::mcm_deployment;
 use crate::plan::{self, DeletionAction, DeletionObservation, NodeCounts, WorkerObservation};
 use crate::shoot_cluster::{ShootCluster, ShootClusters, ShootStore};
@@ -303,6 +304,9 @@ async fn deploy(
             .map_err(api_err(format!("{id}/{}", etcd_main::NAME)))?
     {
         ctx.clusters.stop(id).await;
+        kube_apiserver::apply(&ctx.seed, id, 0)
+            .await
+            .map_err(api_err(format!("{id}/{}", kube_apiserver::NAME)))?;
         let worker = Api::<Worker>::namespaced(ctx.seed.clone(), id)
             .get_opt(id)
             .await
@@ -316,7 +320,14 @@ async fn deploy(
     // The shoot's API server starts once its store serves; a running one
     // rides out an etcd-main that is restoring.
     let store = match shoot_store(ctx, id, shoot, &raw).await? {
-        Ok(store) => store,
+        Ok(store) => {
+            if ctx.config.etcd_main.is_some() {
+                kube_apiserver::apply(&ctx.seed, id, 1)
+                    .await
+                    .map_err(api_err(format!("{id}/{}", kube_apiserver::NAME)))?;
+            }
+            store
+        }
         Err(_) if ctx.clusters.get(id).await.is_some() => ShootStore::Own,
         Err(why) => {
             return Ok(Observed {
@@ -429,6 +440,9 @@ async fn deploy(
         // Every machine is gone: the API server stops, then etcd-main
         // goes to 0 after druid's last full snapshot (Gardener's order).
         ctx.clusters.stop(id).await;
+        kube_apiserver::apply(&ctx.seed, id, 0)
+            .await
+            .map_err(api_err(format!("{id}/{}", kube_apiserver::NAME)))?;
         etcd_main::hibernate(&ctx.seed, id)
             .await
             .map_err(api_err(format!("{id}/{}", etcd_main::NAME)))?;

@@ -27,6 +27,7 @@
 pub mod build;
 mod controller;
 pub mod etcd_main;
+pub mod kube_apiserver;
 pub mod mcm_deployment;
 pub mod plan;
 pub mod shoot_cluster;

@@ -193,6 +193,12 @@ struct ServerArgs {
     /// MCM's objects are then `mc`, `mcs`, `mcd` (or fully qualified).
     #[arg(long)]
     cluster_api: bool,
+    /// Serve Kubernetes' built-in kinds only: none of trellis's
+    /// CustomResourceDefinitions (machine.sapcloud.io, core.gardener.cloud,
+    /// druid.gardener.cloud) and none of their admission, as a shoot's
+    /// kube-apiserver (the one gardenlet runs on a shoot's etcd-main).
+    #[arg(long, conflicts_with = "cluster_api")]
+    builtin_kinds_only: bool,
     #[command(flatten)]
     etcd: etcd_store::EtcdArgs,
 }
@@ -397,6 +403,10 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         .unwrap_or_else(default_data_dir);
     let tls = !args.server.insecure_http;
     let kubelet_config = kubelet_config(&args, &data_dir)?;
+    anyhow::ensure!(
+        !args.server.builtin_kinds_only,
+        "--builtin-kinds-only is for `trellis server`: `up` runs controllers of trellis's own kinds"
+    );
     anyhow::ensure!(
         args.shoot_etcd == ShootEtcd::Embedded || kubelet_config.is_some(),
         "--shoot-etcd druid needs the process kubelet (it runs the etcd members): drop --no-kubelet"
@@ -653,9 +663,11 @@ async fn start_server(
         Some(pki)
     };
     let server = apiserver::Server::start(store, config).await?;
-    machine_admission::prepare(&server).await?;
-    gardener_admission::prepare(&server, extensions).await?;
-    druid_admission::prepare(&server).await?;
+    if !args.builtin_kinds_only {
+        machine_admission::prepare(&server).await?;
+        gardener_admission::prepare(&server, extensions).await?;
+        druid_admission::prepare(&server).await?;
+    }
     if args.cluster_api {
         capi_admission::prepare(&server).await?;
     }

@@ -5,7 +5,14 @@
 //! there, and they survive the loss of etcd-main's data: 100 ConfigMaps
 //! created through the shoot's API are served again after the data
 //! directory and the pod are deleted and the sidecar restored the backup.
-//! Deleting the Shoot deletes etcd-main and the shoot's backups.
+//! The control namespace's `kube-apiserver` Deployment runs `trellis
+//! server` on etcd-main and serves the same objects; when etcd-main stops
+//! answering, a restarted kube-apiserver pod crash-loops, and once
+//! etcd-main is ready again dependency-watchdog's weeder deletes it, so the
+//! Deployment starts a new one at once. Hibernation stops the API servers
+//! and scales etcd-main to 0 after a last full snapshot; waking brings
+//! every object back from the kept volume. Deleting the Shoot deletes
+//! etcd-main and the shoot's backups.
 
 mod common;
 
@@ -123,6 +130,49 @@ fn etcd_keys(rt: &tokio::runtime::Runtime, client: &etcdv3::Client, prefix: &[u8
     }))
     .ok()
     .map(|r| r.count)
+}
+
+/// The etcd process of pod `pod` (the kubelet sets its HOSTNAME).
+fn etcd_process_of(pod: &str) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        if !String::from_utf8_lossy(&cmd).starts_with("etcd\0--config-file=") {
+            return None;
+        }
+        let env = std::fs::read(e.path().join("environ")).ok()?;
+        let want = format!("HOSTNAME={pod}");
+        env.split(|b| *b == 0)
+            .any(|v| v == want.as_bytes())
+            .then_some(pid)
+    })
+}
+
+fn signal(sig: &str, pid: i32) -> bool {
+    std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Continues a stopped process when dropped, whatever happened.
+struct Resume(i32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        signal("-CONT", self.0);
+    }
+}
+
+/// Whether `service`'s EndpointSlices have a ready endpoint.
+fn endpoint_ready(kc: &Path, service: &str) -> bool {
+    let label = format!("kubernetes.io/service-name={service}");
+    get(kc, &["endpointslices", "-n", NS, "-l", &label])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .any(|e| e["conditions"]["ready"] == true)
 }
 
 /// Every file below `dir`.
@@ -291,6 +341,84 @@ fn a_shoots_objects_live_in_etcd_main_and_survive_its_data_loss() {
             b"/registry/core/configmaps/default/after-restore",
         ) == Some(1)
     });
+
+    // The kube-apiserver Deployment on etcd-main serves the same objects.
+    wait_until("the kube-apiserver Deployment ready", 120, || {
+        get(&kc, &["deployment", "kube-apiserver", "-n", NS])["status"]["readyReplicas"] == 1
+    });
+    let apiserver_pod = || -> Value {
+        get(&kc, &["pods", "-n", NS, "-l", "role=apiserver"])["items"]
+            .as_array()
+            .and_then(|a| a.first().cloned())
+            .unwrap_or(Value::Null)
+    };
+    let pod = apiserver_pod();
+    let pod_name = pod["metadata"]["name"].as_str().unwrap().to_string();
+    let replica_kc = dir.path().join("replica.kubeconfig");
+    let out = kubectl(
+        &kc,
+        &[
+            "exec",
+            "-n",
+            NS,
+            &pod_name,
+            "--",
+            "cat",
+            "/var/lib/kube-apiserver/admin.kubeconfig",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&replica_kc, &out.stdout).unwrap();
+    assert_eq!(
+        configmaps(&replica_kc),
+        Some(100),
+        "the kube-apiserver pod serves the shoot's objects"
+    );
+
+    // etcd-main stops answering (its etcd process stopped): its client
+    // Service loses its ready endpoint, and a kube-apiserver pod started
+    // now cannot reach it and crash-loops.
+    let etcd_pid = etcd_process_of("etcd-main-0").expect("etcd-main-0's etcd process");
+    assert!(signal("-STOP", etcd_pid));
+    let _resume = Resume(etcd_pid);
+    wait_until("etcd-main-client without a ready endpoint", 120, || {
+        !endpoint_ready(&kc, "etcd-main-client")
+    });
+    let out = kubectl(&kc, &["delete", "pod", "-n", NS, &pod_name, "--wait=false"]);
+    assert!(out.status.success());
+    let mut looping = String::new();
+    wait_until("a kube-apiserver pod in CrashLoopBackOff", 120, || {
+        let p = apiserver_pod();
+        let reason = p
+            .pointer("/status/containerStatuses/0/state/waiting/reason")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if p["metadata"]["name"] != pod_name.as_str() && reason == "CrashLoopBackOff" {
+            looping = p["metadata"]["uid"].as_str().unwrap_or("").to_string();
+        }
+        !looping.is_empty()
+    });
+    // etcd-main answers again: the weeder deletes the crash-looping pod
+    // (a pod the kubelet restarts keeps its UID; only a deletion makes
+    // the Deployment start another) and the new one is ready.
+    assert!(signal("-CONT", etcd_pid));
+    let took = wait_until("the weeder to replace the crash-looping pod", 120, || {
+        let p = apiserver_pod();
+        p["metadata"]["uid"].as_str().is_some_and(|u| u != looping)
+            && p.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+    });
+    eprintln!(
+        "the weeder replaced the crash-looping kube-apiserver pod; ready {took:?} after etcd-main resumed"
+    );
 
     // Hibernation: the machine goes, then the API server, then etcd-main
     // goes to 0 after a last full snapshot; its volume stays.
