@@ -62,6 +62,11 @@ pub fn field(yaml: &str, name: &str) -> Option<String> {
     }
 }
 
+/// Whether the configuration has peer TLS (https peer URLs).
+pub fn peer_tls(yaml: &str) -> bool {
+    field(yaml, "listen-peer-urls").is_some_and(|u| u.starts_with("https://"))
+}
+
 /// How many members `initial-cluster` names.
 pub fn member_count(yaml: &str) -> usize {
     field(yaml, "initial-cluster").map_or(1, |c| c.split(',').filter(|s| !s.is_empty()).count())
@@ -96,6 +101,13 @@ initial-advertise-peer-urls:\n  e-0: [http://e-0.e-peer.ns.svc:2380]\n  e-1: [ht
             field(DRUID, "data-dir").as_deref(),
             Some("/var/etcd/data/new.etcd")
         );
+    }
+
+    #[test]
+    fn peer_tls_is_read_from_the_peer_listen_url() {
+        assert!(!peer_tls("listen-peer-urls: http://0.0.0.0:2380\n"));
+        assert!(peer_tls("listen-peer-urls: https://0.0.0.0:2380\n"));
+        assert!(!peer_tls("name: x\n"));
     }
 
     #[test]

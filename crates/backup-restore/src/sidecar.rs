@@ -383,7 +383,14 @@ impl Sidecar {
             }
             if let Some(l) = &s.leases {
                 let holder = crate::lease::holder_identity(id, cluster, role);
-                if let Err(e) = l.renew_member(&holder, false).await {
+                // What druid waits for while peer TLS changes: whether this
+                // member's configuration has it.
+                let peer_tls = self
+                    .read_config()
+                    .await
+                    .ok()
+                    .is_some_and(|y| crate::config::peer_tls(&y));
+                if let Err(e) = l.renew_member(&holder, peer_tls).await {
                     tracing::warn!(error = %e, "could not renew the member lease");
                 }
             }

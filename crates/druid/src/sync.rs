@@ -36,6 +36,14 @@ pub struct StsObserved {
     pub pods_exist: bool,
     /// `status.members` of the Etcd.
     pub members_in_status: i32,
+    /// The set's `spec.replicas` and `status.readyReplicas`.
+    pub replicas: i32,
+    pub ready: i32,
+    /// The set's TLS volumes ([`components::tls_volume_names`]).
+    pub tls_volumes: Vec<String>,
+    /// Each member lease's `member.etcd.gardener.cloud/tls-enabled`, by
+    /// ordinal (`None`: not said yet, which counts as false).
+    pub lease_peer_tls: Vec<Option<bool>>,
 }
 
 /// The StatefulSet step.
@@ -47,6 +55,8 @@ pub enum StsStep {
     /// Apply the set with `replicas`; `requeue`: look again before
     /// declaring success.
     Apply { replicas: i32, requeue: bool },
+    /// Leave the set as it is and look again, for this reason.
+    Wait(String),
 }
 
 pub fn sts_step(etcd: &Etcd, o: &StsObserved) -> StsStep {
@@ -66,6 +76,42 @@ pub fn sts_step(etcd: &Etcd, o: &StsObserved) -> StsStep {
             replicas: o.members_in_status,
             requeue: true,
         };
+    }
+    if o.exists && o.replicas > 0 {
+        // TLS changes go in steps (spec §3): the mounts first, at the
+        // members' current count, then wait until every member says it
+        // runs the wanted peer TLS, and only then the new count.
+        let mut want: Vec<String> = components::tls_volumes(etcd)
+            .into_iter()
+            .map(|(v, _, _)| v.to_string())
+            .collect();
+        want.sort();
+        let peer_wanted = etcd.spec.etcd.peer_url_tls.is_some();
+        if o.tls_volumes != want {
+            let peer_enabling =
+                peer_wanted && !o.tls_volumes.iter().any(|v| v.starts_with("peer-url-"));
+            if peer_enabling && o.replicas > 1 && o.ready > 0 && o.ready < o.replicas {
+                return StsStep::Wait(format!(
+                    "peer TLS is being enabled while {} of {} members are ready: waiting for all",
+                    o.ready, o.replicas
+                ));
+            }
+            return StsStep::Apply {
+                replicas: o.replicas,
+                requeue: true,
+            };
+        }
+        let members = o.replicas.max(0) as usize;
+        if o.lease_peer_tls
+            .iter()
+            .take(members)
+            .any(|t| t.unwrap_or(false) != peer_wanted)
+        {
+            return StsStep::Wait(format!(
+                "waiting for every member to report peer TLS {}",
+                if peer_wanted { "enabled" } else { "disabled" }
+            ));
+        }
     }
     StsStep::Apply {
         replicas: etcd.spec.replicas,
@@ -243,6 +289,93 @@ mod tests {
                 Some([(DISABLE_RUNTIME_ANNOTATION.to_string(), String::new())].into());
         }
         e
+    }
+
+    #[test]
+    fn scenario_12_peer_tls_goes_in_steps() {
+        let mut tls = etcd(3, true, false);
+        tls.spec.etcd.peer_url_tls = Some(crate::types::TlsConfig {
+            tls_ca_secret_ref: crate::types::CaSecretRef {
+                name: "ca".into(),
+                ..Default::default()
+            },
+            server_tls_secret_ref: crate::types::SecretReference {
+                name: "peer".into(),
+                ..Default::default()
+            },
+            client_tls_secret_ref: None,
+        });
+        let peer_volumes = vec![
+            "peer-url-ca-etcd".to_string(),
+            "peer-url-etcd-server-tls".to_string(),
+        ];
+        let running = |ready: i32, volumes: Vec<String>, leases: Vec<Option<bool>>| StsObserved {
+            exists: true,
+            selector_matches: true,
+            reconciled_before: true,
+            replicas: 3,
+            ready,
+            tls_volumes: volumes,
+            lease_peer_tls: leases,
+            ..StsObserved::default()
+        };
+        let apply = |replicas, requeue| StsStep::Apply { replicas, requeue };
+        // (name, etcd, observed, want: None = Wait)
+        let table: Vec<(&str, Etcd, StsObserved, Option<StsStep>)> = vec![
+            (
+                "enabling with 2 of 3 ready: unsafe, no patch",
+                tls.clone(),
+                running(2, vec![], vec![None; 3]),
+                None,
+            ),
+            (
+                "enabling with all ready: mounts first, at the current count",
+                tls.clone(),
+                running(3, vec![], vec![None; 3]),
+                Some(apply(3, true)),
+            ),
+            (
+                "enabling with none ready: mounts first too",
+                tls.clone(),
+                running(0, vec![], vec![None; 3]),
+                Some(apply(3, true)),
+            ),
+            (
+                "mounted, a member still without peer TLS: wait",
+                tls.clone(),
+                running(
+                    3,
+                    peer_volumes.clone(),
+                    vec![Some(true), Some(false), Some(true)],
+                ),
+                None,
+            ),
+            (
+                "mounted, every member with peer TLS: done",
+                tls.clone(),
+                running(3, peer_volumes.clone(), vec![Some(true); 3]),
+                Some(apply(3, false)),
+            ),
+            (
+                "no TLS wanted or mounted, leases silent: done",
+                etcd(3, true, false),
+                running(3, vec![], vec![None; 3]),
+                Some(apply(3, false)),
+            ),
+            (
+                "a scale-out without TLS is not held by new members' leases",
+                etcd(5, true, false),
+                running(3, vec![], vec![None; 3]),
+                Some(apply(5, false)),
+            ),
+        ];
+        for (name, e, o, want) in table {
+            let got = sts_step(&e, &o);
+            match want {
+                Some(w) => assert_eq!(got, w, "{name}"),
+                None => assert!(matches!(got, StsStep::Wait(_)), "{name}: {got:?}"),
+            }
+        }
     }
 
     #[test]

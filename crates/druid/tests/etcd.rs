@@ -1,5 +1,5 @@
 //! Scenario tests of the etcd controller against the embedded API server
-//! (spec §11: 1–9, 11, 17). backup-restore's lease renewals and the
+//! (spec §11: 1–9, 11, 12, 17). backup-restore's lease renewals and the
 //! StatefulSet controller's status are written by the tests.
 
 mod common;
@@ -453,6 +453,78 @@ async fn scenario_11_going_to_zero_takes_a_pre_sync_full_snapshot_first() {
     })
     .await;
     assert_eq!(env.trigger.calls.lock().len(), before);
+}
+
+fn peer_volumes(sts: &StatefulSet) -> Vec<String> {
+    druid::components::tls_volume_names(&serde_json::to_value(sts).unwrap())
+}
+
+#[tokio::test]
+async fn scenario_12_peer_tls_waits_for_every_member_then_goes_in_steps() {
+    let env = start().await;
+    let c = &env.client;
+    create_etcd(c, etcd_json("e", 3, true, json!({}))).await;
+    reconciled(c, "e").await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(c.clone(), NS);
+    for name in ["peer-ca", "peer-server"] {
+        let s: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(json!({"metadata": {"name": name}, "data": {}})).unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+    let sts_api: Api<StatefulSet> = Api::namespaced(c.clone(), NS);
+    sts_ready(c, "e", 2).await;
+    reconcile_now(
+        c,
+        "e",
+        json!({"etcd": {"peerUrlTls": {
+            "tlsCASecretRef": {"name": "peer-ca"},
+            "serverTLSSecretRef": {"name": "peer-server"},
+        }}}),
+    )
+    .await;
+    // Two of three ready: enabling peer TLS now is unsafe; nothing patched.
+    eventually_cond(c, "e", "a requeue that waits for all members", |s| {
+        s.last_operation
+            .as_ref()
+            .is_some_and(|o| o.state == "Requeue" && o.description.contains("2 of 3"))
+    })
+    .await;
+    let sts = sts_api.get("e").await.unwrap();
+    assert!(peer_volumes(&sts).is_empty(), "the set was not patched");
+    // All ready: the mounts go in at the current count, then druid waits
+    // for the members to say they run peer TLS.
+    sts_ready(c, "e", 3).await;
+    eventually("the peer TLS mounts in the set", 30, async || {
+        peer_volumes(&sts_api.get("e").await.unwrap())
+            == ["peer-url-ca-etcd", "peer-url-etcd-server-tls"]
+    })
+    .await;
+    assert_eq!(sts_replicas(c, "e").await, 3);
+    eventually_cond(c, "e", "waiting for the members' leases", |s| {
+        s.last_operation
+            .as_ref()
+            .is_some_and(|o| o.state == "Requeue" && o.description.contains("report peer TLS"))
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(c.clone(), NS);
+    for i in 0..3 {
+        leases
+            .patch(
+                &format!("e-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {
+                    "member.etcd.gardener.cloud/tls-enabled": "true"}}})),
+            )
+            .await
+            .unwrap();
+    }
+    eventually_cond(c, "e", "the spec reconciled", |s| {
+        s.observed_generation == Some(2)
+            && s.last_operation
+                .as_ref()
+                .is_some_and(|o| o.state == "Succeeded")
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -225,6 +225,28 @@ async fn sync_components(etcd: &Etcd, ctx: &Context) -> Result<FlowOutcome, (&'s
             .is_some(),
         pods_exist,
         members_in_status: etcd.status.as_ref().map_or(0, |s| s.members.len() as i32),
+        replicas: sts
+            .as_ref()
+            .and_then(|s| s.spec.as_ref())
+            .and_then(|s| s.replicas)
+            .unwrap_or(0),
+        ready: sts
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0),
+        tls_volumes: sts
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+            .map(|v| components::tls_volume_names(&v))
+            .unwrap_or_default(),
+        lease_peer_tls: if sts.is_some() {
+            member_lease_tls(client, etcd)
+                .await
+                .map_err(|e| read("member leases", e))?
+        } else {
+            Vec::new()
+        },
     };
     let (replicas, requeue) = match sync::sts_step(etcd, &observed) {
         StsStep::OrphanDelete => {
@@ -242,6 +264,7 @@ async fn sync_components(etcd: &Etcd, ctx: &Context) -> Result<FlowOutcome, (&'s
             ));
         }
         StsStep::Apply { replicas, requeue } => (replicas, requeue),
+        StsStep::Wait(why) => return Ok(FlowOutcome::Requeue(why)),
     };
     let (sts_replicas, sts_ready) = sts.as_ref().map_or((0, 0), |s| {
         (
@@ -324,6 +347,26 @@ async fn sync_components(etcd: &Etcd, ctx: &Context) -> Result<FlowOutcome, (&'s
         )));
     }
     Ok(FlowOutcome::Succeeded)
+}
+
+/// Each member lease's `tls-enabled` annotation, by ordinal.
+async fn member_lease_tls(
+    client: &kube::Client,
+    etcd: &Etcd,
+) -> Result<Vec<Option<bool>>, kube::Error> {
+    let n = Names::of(etcd);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &n.namespace);
+    let mut out = Vec::new();
+    for i in 0..etcd.spec.replicas.max(0) {
+        let lease = leases.get_opt(&format!("{}-{i}", n.name)).await?;
+        out.push(
+            lease
+                .and_then(|l| l.metadata.annotations)
+                .and_then(|a| a.get(TLS_ENABLED_ANNOTATION).cloned())
+                .map(|v| v == "true"),
+        );
+    }
+    Ok(out)
 }
 
 fn selector_string(labels: &std::collections::BTreeMap<String, String>) -> String {
