@@ -253,20 +253,34 @@ struct UpArgs {
     /// host name).
     #[arg(long, value_name = "NAME")]
     node_name: Option<String>,
-    /// Where each shoot's API server keeps its objects: `embedded` (a store
-    /// of its own under the data dir) or `druid` (an etcd-druid Etcd
-    /// `etcd-main` in the shoot's control namespace, run by the process
-    /// kubelet with Debian's etcd and backed up under
-    /// `<data>/backupbuckets/shoots`, as Gardener deploys it).
-    #[arg(long, value_enum, default_value = "embedded", value_name = "STORE")]
+    /// Where each shoot's API server keeps its objects: `druid` (an
+    /// etcd-druid Etcd `etcd-main` in the shoot's control namespace, run by
+    /// the process kubelet with Debian's etcd and backed up under
+    /// `<data>/backupbuckets/shoots`, with a `kube-apiserver` Deployment on
+    /// it, as Gardener deploys them), `embedded` (a store of its own under
+    /// the data dir, no etcd needed), or `auto`: druid when `etcd` is on
+    /// PATH and the process kubelet runs, embedded otherwise.
+    #[arg(long, value_enum, default_value = "auto", value_name = "STORE")]
     shoot_etcd: ShootEtcd,
 }
 
 /// `trellis up --shoot-etcd`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum ShootEtcd {
+    Auto,
     Embedded,
     Druid,
+}
+
+/// Whether `program` is an executable file in a PATH directory.
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
 }
 
 /// The process kubelet of `trellis up`, unless `--no-kubelet`.
@@ -408,11 +422,21 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         "--builtin-kinds-only is for `trellis server`: `up` runs controllers of trellis's own kinds"
     );
     anyhow::ensure!(
-        args.shoot_etcd == ShootEtcd::Embedded || kubelet_config.is_some(),
+        args.shoot_etcd != ShootEtcd::Druid || kubelet_config.is_some(),
         "--shoot-etcd druid needs the process kubelet (it runs the etcd members): drop --no-kubelet"
     );
+    let shoot_etcd = match args.shoot_etcd {
+        ShootEtcd::Auto if kubelet_config.is_some() && on_path("etcd") => ShootEtcd::Druid,
+        ShootEtcd::Auto => {
+            tracing::info!(
+                "shoots keep their objects in stores of their own: etcd-main needs `etcd` on PATH (Debian's etcd-server) and the process kubelet"
+            );
+            ShootEtcd::Embedded
+        }
+        chosen => chosen,
+    };
     let etcd_main =
-        (args.shoot_etcd == ShootEtcd::Druid).then(|| gardenlet::etcd_main::EtcdMainConfig {
+        (shoot_etcd == ShootEtcd::Druid).then(|| gardenlet::etcd_main::EtcdMainConfig {
             local_backup_root: Some(data_dir.join("backupbuckets")),
             ..Default::default()
         });
