@@ -180,6 +180,20 @@ pub async fn serve(
                 tracing::warn!(endpoint = %options.endpoint, %status, "the session with the machine-controller-manager failed; reconnecting");
                 backoff = options.min_backoff;
             }
+            // A connection through a proxy whose backend is not up yet ends
+            // in a transport error: not a refusal.
+            Err(SessionError::Refused(status))
+                if matches!(
+                    status.code(),
+                    tonic::Code::Unknown | tonic::Code::Unavailable | tonic::Code::Cancelled
+                ) =>
+            {
+                tracing::warn!(
+                    endpoint = %options.endpoint,
+                    %status,
+                    "cannot reach the machine-controller-manager; trying again in {backoff:?}"
+                )
+            }
             Err(SessionError::Refused(status)) => tracing::error!(
                 endpoint = %options.endpoint,
                 %status,

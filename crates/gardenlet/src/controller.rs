@@ -293,7 +293,10 @@ async fn deploy(
 
     // Before the shoot's controllers start, so they find it and follow
     // its scale from the start.
-    ensure_mcm_deployment(ctx, id).await?;
+    // Waking up brings back the controllers hibernation stopped; a shoot
+    // that is hibernated stays without them.
+    let asleep = hibernation_wanted(shoot) && shoot.status.as_ref().is_some_and(|s| s.hibernated);
+    ensure_mcm_deployment(ctx, id, asleep).await?;
 
     // A hibernated shoot on etcd-main has neither API server nor etcd
     // members; they come back when it wakes up.
@@ -307,6 +310,7 @@ async fn deploy(
         kube_apiserver::apply(&ctx.seed, id, 0)
             .await
             .map_err(api_err(format!("{id}/{}", kube_apiserver::NAME)))?;
+        ensure_mcm_deployment(ctx, id, true).await?;
         let worker = Api::<Worker>::namespaced(ctx.seed.clone(), id)
             .get_opt(id)
             .await
@@ -432,11 +436,12 @@ async fn deploy(
     let machines = count_machines(ctx, id).await?;
     let worker = observe_worker(&written);
     let nodes = count_nodes(&cluster).await;
-    if ctx.config.etcd_main.is_some()
-        && hibernation_wanted(shoot)
-        && machines == 0
-        && worker.reconciled()
-    {
+    let hibernated = hibernation_wanted(shoot) && machines == 0 && worker.reconciled();
+    if hibernated {
+        // Every machine is gone: no machine controllers while hibernated.
+        ensure_mcm_deployment(ctx, id, true).await?;
+    }
+    if ctx.config.etcd_main.is_some() && hibernated {
         // Every machine is gone: the API server stops, then etcd-main
         // goes to 0 after druid's last full snapshot (Gardener's order).
         ctx.clusters.stop(id).await;
@@ -468,10 +473,44 @@ async fn count_machines(ctx: &Context, id: &str) -> Result<usize, Error> {
 /// Creates the `machine-controller-manager` Deployment, or brings what
 /// gardenlet owns of it up to date; its scale is never touched (see
 /// [`mcm_deployment`]).
-async fn ensure_mcm_deployment(ctx: &Context, id: &str) -> Result<(), Error> {
+async fn ensure_mcm_deployment(ctx: &Context, id: &str, hibernated: bool) -> Result<(), Error> {
     let api: Api<Deployment> = Api::namespaced(ctx.seed.clone(), id);
     let what = || format!("deployment {id}/{}", mcm_deployment::NAME);
-    let desired = mcm_deployment::deployment(id);
+    let desired = mcm_deployment::deployment_for(id, ctx.config.mcm_mode);
+    if ctx.config.mcm_mode == mcm_deployment::Mode::Pod {
+        let params = PatchParams::apply("gardenlet").force();
+        for obj in mcm_deployment::pod_objects(id) {
+            let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+            let (group, version) = match obj["apiVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .split_once('/')
+            {
+                Some((g, v)) => (g.to_string(), v.to_string()),
+                None => (
+                    String::new(),
+                    obj["apiVersion"].as_str().unwrap_or_default().to_string(),
+                ),
+            };
+            let plural = match kind.as_str() {
+                "ServiceAccount" => "serviceaccounts",
+                "Role" => "roles",
+                "RoleBinding" => "rolebindings",
+                _ => "services",
+            };
+            let ar = ApiResource {
+                group: group.clone(),
+                version: version.clone(),
+                api_version: obj["apiVersion"].as_str().unwrap_or_default().to_string(),
+                kind: kind.clone(),
+                plural: plural.to_string(),
+            };
+            let api: Api<DynamicObject> = Api::namespaced_with(ctx.seed.clone(), id, &ar);
+            api.patch(mcm_deployment::NAME, &params, &Patch::Apply(&obj))
+                .await
+                .map_err(api_err(format!("{kind} {id}/{}", mcm_deployment::NAME)))?;
+        }
+    }
     match api
         .get_opt(mcm_deployment::NAME)
         .await
@@ -487,6 +526,15 @@ async fn ensure_mcm_deployment(ctx: &Context, id: &str) -> Result<(), Error> {
                 api.replace(mcm_deployment::NAME, &PostParams::default(), &d)
                     .await
                     .map_err(api_err(what()))?;
+            }
+            if let Some(patch) = mcm_deployment::hibernation_patch(&existing, hibernated) {
+                api.patch(
+                    mcm_deployment::NAME,
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map_err(api_err(what()))?;
             }
         }
     }

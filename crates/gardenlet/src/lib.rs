@@ -85,6 +85,10 @@ pub struct Config {
     /// and a runtime for its pods; `None` gives each shoot a store of its
     /// own.
     pub etcd_main: Option<etcd_main::EtcdMainConfig>,
+    /// Where each shoot's machine controllers run (in this process, or in
+    /// the `machine-controller-manager` pod, which needs a runtime for the
+    /// seed's pods).
+    pub mcm_mode: mcm_deployment::Mode,
 }
 
 impl Default for Config {
@@ -96,6 +100,7 @@ impl Default for Config {
             simulator: nodesim::SimConfig::default(),
             concurrency: 5,
             etcd_main: None,
+            mcm_mode: mcm_deployment::Mode::InProcess,
         }
     }
 }
@@ -115,6 +120,7 @@ pub async fn run(
         seed: seed.clone(),
         machine_controllers: config.machine_controllers.clone(),
         simulator: config.simulator.clone(),
+        mcm_mode: config.mcm_mode,
     });
     let ctx = Arc::new(controller::Context {
         seed: seed.clone(),

@@ -28,14 +28,22 @@
 //! to drain and delete its machines, so gardenlet marks the Cluster as
 //! deleting (the prober is removed) and scales a held Deployment back to 1.
 //!
-//! The Deployment's pod is a stand-in: a process that only sleeps
-//! (`trellis.dev/exec`, `sleep infinity`). On a seed with a kubelet (`trellis
-//! up`) it makes `status.readyReplicas` real, which the prober's scale
-//! flows wait for; on a seed without one (the gardenlet tests) nothing
-//! depends on it. Running the controllers themselves in that pod (`trellis
-//! controller-manager` with the seed and shoot kubeconfigs mounted, the
-//! local provider attached over `--driver-listen`) is the next step; the
-//! switch here keeps the same contract for the prober.
+//! Where the seed runs pods (`trellis up`, [`Mode::Pod`]), the controllers
+//! run in that pod, as upstream: `trellis controller-manager` for the
+//! control namespace, with the seed through the pod's service account
+//! (`--control-kubeconfig=inClusterConfig`, a Role on what it touches), the
+//! shoot through the mounted `kubeconfig` Secret, and the local provider
+//! attached from gardenlet's process over gRPC (the pod serves
+//! `--driver-listen` behind the Service's port 5000; the provider
+//! registers there). Scaling the Deployment to 0 then stops the
+//! controllers because their pod goes. Without a runtime for pods (the
+//! gardenlet tests, [`Mode::InProcess`]) the pod is a stand-in that only
+//! sleeps and the in-process controllers follow the replicas as above.
+//!
+//! Hibernation is the one other time gardenlet sets the replicas: once a
+//! hibernating shoot's machines are gone it scales the Deployment to 0 and
+//! marks it ([`HIBERNATION_ANNOTATION`]); waking up scales a marked one
+//! back to 1, never a 0 someone else set.
 
 use std::collections::BTreeMap;
 
@@ -67,9 +75,129 @@ fn selector_labels() -> BTreeMap<String, String> {
     .collect()
 }
 
+/// Where the shoot's machine controllers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// In gardenlet's process, following the Deployment's replicas; its
+    /// pod is a stand-in.
+    InProcess,
+    /// In the Deployment's pod: `trellis controller-manager` for the
+    /// control namespace, its control cluster the seed through the pod's
+    /// service account (`inClusterConfig`), its target the shoot through
+    /// the mounted kubeconfig Secret, the local provider attached over
+    /// gRPC (`--driver-listen`, the Service's port 5000) from gardenlet's
+    /// process, where the simulated VMs live.
+    Pod,
+}
+
+/// The gRPC port providers register on (the seed's default).
+pub const DRIVER_PORT: i32 = 5000;
+/// The controllers' /metrics, /healthz and /readyz (upstream's port).
+pub const METRICS_PORT: i32 = 10258;
+/// Where the shoot's kubeconfig is mounted (upstream's path).
+pub const TARGET_KUBECONFIG_DIR: &str = "/var/run/secrets/gardener.cloud/shoot/generic-kubeconfig";
+
 /// The Deployment gardenlet writes into the control namespace `id`, with
-/// upstream's labels.
+/// upstream's labels (the in-process mode's stand-in pod).
 pub fn deployment(id: &str) -> Deployment {
+    deployment_for(id, Mode::InProcess)
+}
+
+/// The pod that runs the controllers ([`Mode::Pod`]).
+fn controllers_pod(id: &str) -> PodSpec {
+    let arg = |s: &str| s.to_string();
+    PodSpec {
+        service_account_name: Some(NAME.to_string()),
+        containers: vec![Container {
+            name: NAME.to_string(),
+            image: Some(crate::kube_apiserver::IMAGE.to_string()),
+            args: Some(vec![
+                arg("controller-manager"),
+                format!("--namespace={id}"),
+                arg("--control-kubeconfig=inClusterConfig"),
+                format!("--target-kubeconfig={TARGET_KUBECONFIG_DIR}/kubeconfig"),
+                arg("--profile-controllers=false"),
+                arg("--local-provider=false"),
+                format!("--driver-listen=$(POD_IP):{DRIVER_PORT}"),
+                format!("--metrics-listen=$(POD_IP):{METRICS_PORT}"),
+            ]),
+            env: Some(vec![k8s_openapi::api::core::v1::EnvVar {
+                name: "POD_IP".into(),
+                value_from: Some(k8s_openapi::api::core::v1::EnvVarSource {
+                    field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                        field_path: "status.podIP".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ports: Some(vec![
+                k8s_openapi::api::core::v1::ContainerPort {
+                    name: Some("providers".into()),
+                    container_port: DRIVER_PORT,
+                    ..Default::default()
+                },
+                k8s_openapi::api::core::v1::ContainerPort {
+                    name: Some("metrics".into()),
+                    container_port: METRICS_PORT,
+                    ..Default::default()
+                },
+            ]),
+            volume_mounts: Some(vec![k8s_openapi::api::core::v1::VolumeMount {
+                name: "target-kubeconfig".into(),
+                mount_path: TARGET_KUBECONFIG_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            }]),
+            ..Container::default()
+        }],
+        volumes: Some(vec![k8s_openapi::api::core::v1::Volume {
+            name: "target-kubeconfig".into(),
+            secret: Some(k8s_openapi::api::core::v1::SecretVolumeSource {
+                secret_name: Some(crate::build::KUBECONFIG_SECRET.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
+        termination_grace_period_seconds: Some(5),
+        ..PodSpec::default()
+    }
+}
+
+/// The service account, Role and RoleBinding of the controllers' pod (what
+/// they touch in the control namespace), and the Service providers
+/// register through, as server-side-apply objects.
+pub fn pod_objects(id: &str) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let meta = |kind: &str, api: &str| {
+        json!({"apiVersion": api, "kind": kind,
+               "metadata": {"name": NAME, "namespace": id, "labels": selector_labels()}})
+    };
+    let mut role = meta("Role", "rbac.authorization.k8s.io/v1");
+    role["rules"] = json!([
+        {"apiGroups": ["machine.sapcloud.io"], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": [""], "resources": ["secrets", "configmaps", "events"], "verbs": ["*"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"]},
+    ]);
+    let mut binding = meta("RoleBinding", "rbac.authorization.k8s.io/v1");
+    binding["roleRef"] =
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME});
+    binding["subjects"] = json!([{"kind": "ServiceAccount", "name": NAME, "namespace": id}]);
+    let mut service = meta("Service", "v1");
+    service["spec"] = json!({
+        "selector": selector_labels(),
+        "ports": [
+            {"name": "providers", "port": DRIVER_PORT, "targetPort": DRIVER_PORT, "protocol": "TCP"},
+            {"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+    });
+    vec![meta("ServiceAccount", "v1"), role, binding, service]
+}
+
+/// The Deployment for `mode`.
+pub fn deployment_for(id: &str, mode: Mode) -> Deployment {
     let mut labels = selector_labels();
     labels.insert("gardener.cloud/role".into(), "controlplane".into());
     labels.insert(
@@ -102,20 +230,52 @@ pub fn deployment(id: &str) -> Deployment {
                     labels: Some(pod_labels),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: NAME.to_string(),
-                        image: Some(IMAGE.to_string()),
-                        command: Some(vec!["sleep".into(), "infinity".into()]),
-                        ..Container::default()
-                    }],
-                    termination_grace_period_seconds: Some(5),
-                    ..PodSpec::default()
+                spec: Some(match mode {
+                    Mode::InProcess => PodSpec {
+                        containers: vec![Container {
+                            name: NAME.to_string(),
+                            image: Some(IMAGE.to_string()),
+                            command: Some(vec!["sleep".into(), "infinity".into()]),
+                            ..Container::default()
+                        }],
+                        termination_grace_period_seconds: Some(5),
+                        ..PodSpec::default()
+                    },
+                    Mode::Pod => controllers_pod(id),
                 }),
             },
             ..DeploymentSpec::default()
         }),
         status: None,
+    }
+}
+
+/// gardenlet's mark on a Deployment it scaled to 0 for hibernation, so
+/// that waking up scales back only what hibernation scaled down (never an
+/// operator's or dependency-watchdog's 0).
+pub const HIBERNATION_ANNOTATION: &str = "gardenlet.trellis.dev/scaled-down-for-hibernation";
+
+/// The merge patch hibernation needs on `existing`, if any: a hibernated
+/// shoot (every machine gone) has no machine controllers (replicas 0,
+/// marked), as Gardener scales them down; an awake one gets back the
+/// replica that hibernation took.
+pub fn hibernation_patch(existing: &Deployment, hibernated: bool) -> Option<serde_json::Value> {
+    let marked = existing
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(HIBERNATION_ANNOTATION));
+    let replicas = existing.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    match (hibernated, marked) {
+        (true, false) if replicas > 0 => Some(serde_json::json!({
+            "metadata": {"annotations": {HIBERNATION_ANNOTATION: "true"}},
+            "spec": {"replicas": 0},
+        })),
+        (false, true) => Some(serde_json::json!({
+            "metadata": {"annotations": {HIBERNATION_ANNOTATION: null}},
+            "spec": {"replicas": 1},
+        })),
+        _ => None,
     }
 }
 
@@ -139,14 +299,19 @@ pub fn update(existing: &Deployment, desired: Deployment) -> Option<Deployment> 
 }
 
 /// What gardenlet sets and owns in the Deployment: its labels, the
-/// selector, and the pod template's labels and containers' name, image and
-/// command. Fields the API server defaults are left out, so a stored
+/// selector, and the pod template's labels and containers' name, image,
+/// command and arguments. Fields the API server defaults are left out, so a stored
 /// object compares equal to the one that was written.
 type Fingerprint = (
     Option<BTreeMap<String, String>>,
     Option<BTreeMap<String, String>>,
     Option<BTreeMap<String, String>>,
-    Vec<(String, Option<String>, Option<Vec<String>>)>,
+    Vec<(
+        String,
+        Option<String>,
+        Option<Vec<String>>,
+        Option<Vec<String>>,
+    )>,
 );
 
 fn fingerprint(d: &Deployment) -> Fingerprint {
@@ -163,7 +328,14 @@ fn fingerprint(d: &Deployment) -> Fingerprint {
             .map(|p| {
                 p.containers
                     .iter()
-                    .map(|c| (c.name.clone(), c.image.clone(), c.command.clone()))
+                    .map(|c| {
+                        (
+                            c.name.clone(),
+                            c.image.clone(),
+                            c.command.clone(),
+                            c.args.clone(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default(),
@@ -269,6 +441,69 @@ mod tests {
                 "the selector matches the pods"
             );
         }
+    }
+
+    #[test]
+    fn hibernation_scales_down_and_waking_scales_back_only_its_own_zero() {
+        let marked = |r: Option<i32>| {
+            let mut d = with_replicas(r);
+            d.metadata.annotations = Some(
+                [(HIBERNATION_ANNOTATION.to_string(), "true".to_string())]
+                    .into_iter()
+                    .collect(),
+            );
+            d
+        };
+        let replicas = |p: Option<serde_json::Value>| p.map(|p| p["spec"]["replicas"].clone());
+        // (name, existing, hibernated, wanted replicas in the patch)
+        let table = [
+            (
+                "hibernating: down to 0",
+                with_replicas(Some(1)),
+                true,
+                Some(0),
+            ),
+            (
+                "hibernating, unset replicas: down",
+                with_replicas(None),
+                true,
+                Some(0),
+            ),
+            (
+                "hibernated and marked: nothing",
+                marked(Some(0)),
+                true,
+                None,
+            ),
+            (
+                "hibernating, already 0 by someone else: untouched",
+                with_replicas(Some(0)),
+                true,
+                None,
+            ),
+            ("waking: back to 1", marked(Some(0)), false, Some(1)),
+            (
+                "awake, the prober's or an operator's 0: untouched",
+                with_replicas(Some(0)),
+                false,
+                None,
+            ),
+            (
+                "awake and running: nothing",
+                with_replicas(Some(1)),
+                false,
+                None,
+            ),
+        ];
+        for (name, d, hibernated, want) in table {
+            assert_eq!(
+                replicas(hibernation_patch(&d, hibernated)),
+                want.map(serde_json::Value::from),
+                "{name}"
+            );
+        }
+        let wake = hibernation_patch(&marked(Some(0)), false).unwrap();
+        assert!(wake["metadata"]["annotations"][HIBERNATION_ANNOTATION].is_null());
     }
 
     #[test]

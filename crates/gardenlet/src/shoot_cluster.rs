@@ -109,6 +109,10 @@ pub struct ShootClusterConfig {
     pub machine_controllers: mcm::controllers::Config,
     /// The simulated kubelets' timing.
     pub simulator: nodesim::SimConfig,
+    /// Where the machine controllers run: here, or in the
+    /// `machine-controller-manager` Deployment's pod with this process's
+    /// local provider attached over gRPC ([`mcm_deployment::Mode`]).
+    pub mcm_mode: mcm_deployment::Mode,
 }
 
 /// A running shoot: where its API is, and the handle that stops it.
@@ -504,8 +508,14 @@ async fn run_controllers(
             )
             .await?;
             let driver: Arc<dyn driver::Driver> = Arc::new(provider.clone());
-            let result =
-                follow_scale(&config, &id, &target, driver, wanted.clone(), &shutdown).await;
+            let result = match config.mcm_mode {
+                mcm_deployment::Mode::InProcess => {
+                    follow_scale(&config, &id, &target, driver, wanted.clone(), &shutdown).await
+                }
+                mcm_deployment::Mode::Pod => {
+                    serve_provider(&config.seed, &id, driver, &shutdown).await
+                }
+            };
             provider.simulator().shutdown();
             result
         };
@@ -529,6 +539,46 @@ async fn run_controllers(
         }
     }
     follower.abort();
+}
+
+/// Attaches the shoot's local provider to the machine-controller-manager
+/// pod: registers over gRPC at the `machine-controller-manager` Service
+/// (its cluster IP: this process is outside the seed's DNS) and serves its
+/// driver calls, reconnecting while the pod restarts or is scaled to 0,
+/// until `shutdown`.
+async fn serve_provider(
+    seed: &kube::Client,
+    id: &str,
+    driver: Arc<dyn driver::Driver>,
+    shutdown: &StopSignal,
+) -> Result<(), BoxError> {
+    let services: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(seed.clone(), id);
+    let ip = loop {
+        let ip = services
+            .get_opt(mcm_deployment::NAME)
+            .await?
+            .and_then(|s| s.spec)
+            .and_then(|s| s.cluster_ip)
+            .filter(|ip| !ip.is_empty() && ip != "None");
+        if let Some(ip) = ip {
+            break ip;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(CONTROLLER_RESTART) => {}
+            _ = shutdown.clone() => return Ok(()),
+        }
+    };
+    let endpoint = format!("{ip}:{}", mcm_deployment::DRIVER_PORT);
+    tracing::info!(shoot = %id, %endpoint, "attaching the local provider to the shoot's machine-controller-manager");
+    driver_grpc::provider::serve(
+        driver,
+        driver_grpc::provider::Registration::new([provider_local::PROVIDER_NAME]),
+        driver_grpc::provider::Options::new(endpoint),
+        shutdown.clone(),
+    )
+    .await
+    .map_err(BoxError::from)
 }
 
 /// Runs the machine controllers whenever `wanted` says so and stops them

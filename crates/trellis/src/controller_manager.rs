@@ -148,7 +148,9 @@ pub struct Args {
     pub profile_extensions: Vec<String>,
     /// Kubeconfig of the control cluster (machines, sets, deployments,
     /// classes, secrets, the VM inventory). Default: the target's.
-    #[arg(long, value_name = "FILE")]
+    /// `inClusterConfig` (upstream's spelling): the pod's service account,
+    /// as Gardener runs a shoot's machine-controller-manager.
+    #[arg(long, value_name = "FILE|inClusterConfig")]
     pub control_kubeconfig: Option<PathBuf>,
     /// Kubeconfig of the target cluster (Nodes, Pods, volumes). Default:
     /// the control's; without either, in-cluster or $KUBECONFIG. `none`
@@ -194,8 +196,17 @@ pub struct Args {
     pub drivers: crate::provider::DriverFlags,
 }
 
-/// A kube client from a kubeconfig file.
+/// The kubeconfig value that means the pod's own service account.
+pub const IN_CLUSTER: &str = "inClusterConfig";
+
+/// A kube client from a kubeconfig file, or from the pod's service
+/// account for [`IN_CLUSTER`].
 pub async fn client_from(path: &Path) -> anyhow::Result<kube::Client> {
+    if path == Path::new(IN_CLUSTER) {
+        let config = kube::Config::incluster()
+            .context("inClusterConfig: no service account token or KUBERNETES_SERVICE_HOST")?;
+        return kube::Client::try_from(config).context("an in-cluster client");
+    }
     let kc = kube::config::Kubeconfig::read_from(path)
         .with_context(|| format!("reading {}", path.display()))?;
     let config =

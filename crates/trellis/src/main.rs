@@ -523,6 +523,13 @@ async fn run_up(args: UpArgs, launched: std::time::Instant) -> anyhow::Result<()
         gardenlet::Config {
             data_dir: shoots_dir,
             etcd_main,
+            // With a runtime for the seed's pods each shoot's machine
+            // controllers run in their Deployment's pod, as upstream.
+            mcm_mode: if kubelet.is_some() {
+                gardenlet::mcm_deployment::Mode::Pod
+            } else {
+                gardenlet::mcm_deployment::Mode::InProcess
+            },
             ..gardenlet::Config::default()
         },
         controllers_shutdown.clone(),

@@ -462,6 +462,11 @@ fn a_shoots_objects_live_in_etcd_main_and_survive_its_data_loss() {
             && get(&kc, &["pod", "etcd-main-0", "-n", NS]).is_null()
     });
     eprintln!("hibernated in {took:?}");
+    let mcm = get(&kc, &["deployment", "machine-controller-manager", "-n", NS]);
+    assert_eq!(
+        mcm["spec"]["replicas"], 0,
+        "no machine controllers while hibernated"
+    );
     assert!(
         fulls() > fulls_before,
         "druid took a full snapshot before scaling to 0"
@@ -476,6 +481,17 @@ fn a_shoots_objects_live_in_etcd_main_and_survive_its_data_loss() {
         configmaps(&shoot_kc) == Some(100)
     });
     eprintln!("woke up in {took:?}");
+    wait_until("the machine controllers back", 60, || {
+        get(&kc, &["deployment", "machine-controller-manager", "-n", NS])["status"]["readyReplicas"]
+            == 1
+    });
+    wait_until("the woken shoot's machine Running again", 120, || {
+        get(&kc, &["machines", "-n", NS])["items"]
+            .as_array()
+            .is_some_and(|ms| {
+                ms.len() == 1 && ms[0]["status"]["currentStatus"]["phase"] == "Running"
+            })
+    });
     assert!(
         !stdout(&kubectl(
             &kc,
