@@ -574,7 +574,12 @@ async fn serve_provider(
     driver_grpc::provider::serve(
         driver,
         driver_grpc::provider::Registration::new([provider_local::PROVIDER_NAME]),
-        driver_grpc::provider::Options::new(endpoint),
+        // The pod starts with the shoot: reconnect soon, so machines do not
+        // wait long for their provider.
+        driver_grpc::provider::Options {
+            max_backoff: std::time::Duration::from_secs(1),
+            ..driver_grpc::provider::Options::new(endpoint)
+        },
         shutdown.clone(),
     )
     .await
