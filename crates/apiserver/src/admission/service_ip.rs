@@ -83,7 +83,7 @@ impl std::fmt::Display for Ipv4Range {
 }
 
 /// The first free address of `range`, probing from a place derived from
-/// `seed` (so Services get spread-out, mostly stable addresses).
+/// `seed` (so Services get spread-out addresses).
 pub fn pick(range: &Ipv4Range, taken: &HashSet<Ipv4Addr>, seed: &str) -> Option<Ipv4Addr> {
     let start = seed.bytes().fold(0x811c_9dc5u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
@@ -131,6 +131,10 @@ pub struct ServiceIps {
     storage: Arc<Storage>,
     range: Ipv4Range,
     recent: Mutex<HashMap<Ipv4Addr, Instant>>,
+    /// Mixed into every pick, so two servers on one machine (whose seed
+    /// runtimes share the loopback range) do not give the same Service
+    /// names the same addresses.
+    salt: u32,
 }
 
 impl ServiceIps {
@@ -139,6 +143,7 @@ impl ServiceIps {
             storage,
             range,
             recent: Mutex::new(HashMap::new()),
+            salt: rand::random(),
         }
     }
 
@@ -214,7 +219,7 @@ impl ServiceIps {
                     .union(&recent.keys().copied().collect())
                     .copied()
                     .collect();
-                pick(&self.range, &busy, &format!("{ns}/{name}")).ok_or_else(|| {
+                pick(&self.range, &busy, &format!("{:08x}/{ns}/{name}", self.salt)).ok_or_else(|| {
                     ApiError::internal(format!(
                         "failed to allocate a serviceIP: range {} is full",
                         self.range
