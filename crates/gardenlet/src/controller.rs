@@ -731,7 +731,10 @@ async fn release_meltdown_hold(shoot: &Shoot, id: &str, ctx: &Context) -> Result
                 mcm_deployment::NAME,
                 &PatchParams::default(),
                 &Patch::Merge(json!({
-                    "metadata": {"annotations": {mcm_deployment::MELTDOWN_ANNOTATION: null}},
+                    "metadata": {"annotations": {
+                        mcm_deployment::MELTDOWN_ANNOTATION: null,
+                        mcm_deployment::HIBERNATION_ANNOTATION: null,
+                    }},
                     "spec": {"replicas": 1}
                 })),
             )

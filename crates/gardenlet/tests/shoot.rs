@@ -454,6 +454,19 @@ async fn shoot_lifecycle() {
             .items
             .is_empty()
     );
+    // No machine controllers while hibernated (Gardener scales them down).
+    let mcm: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(seed.clone(), ID);
+    let mcm_replicas = async || {
+        mcm.get("machine-controller-manager")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.replicas)
+    };
+    eventually("the machine-controller-manager at 0", 20, async || {
+        mcm_replicas().await == Some(0)
+    })
+    .await;
 
     // Waking up again, then deletion.
     mds.patch(
@@ -478,6 +491,7 @@ async fn shoot_lifecycle() {
             .is_some_and(|s| !s.hibernated)
     })
     .await;
+    assert_eq!(mcm_replicas().await, Some(1), "the controllers are back");
     eventually("a machine again", 30, async || {
         !machines
             .list(&ListParams::default())
