@@ -219,7 +219,12 @@ impl ServiceIps {
                     .union(&recent.keys().copied().collect())
                     .copied()
                     .collect();
-                pick(&self.range, &busy, &format!("{:08x}/{ns}/{name}", self.salt)).ok_or_else(|| {
+                pick(
+                    &self.range,
+                    &busy,
+                    &format!("{:08x}/{ns}/{name}", self.salt),
+                )
+                .ok_or_else(|| {
                     ApiError::internal(format!(
                         "failed to allocate a serviceIP: range {} is full",
                         self.range
