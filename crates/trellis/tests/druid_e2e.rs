@@ -24,50 +24,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use common::{have, kubectl, start_command, stdout};
+use common::pods::{Resume, Shims, apply, etcd_process_of, etcd_processes, get, signal};
+use common::{have, kubectl, start_command, stdout, wait_until};
 use serde_json::Value;
-
-/// Kills every shim of the test's data dir, whatever happened.
-struct Cleanup<'a>(&'a Path);
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        kubelet::runtime::kill_all(self.0);
-    }
-}
-
-fn get(kc: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    let out = kubectl(kc, &all);
-    serde_json::from_str(&stdout(&out)).unwrap_or(Value::Null)
-}
-
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    start.elapsed()
-}
-
-fn apply(kc: &Path, dir: &Path, file: &str, yaml: &str) {
-    let path = dir.join(file);
-    std::fs::write(&path, yaml).unwrap();
-    let out = kubectl(kc, &["apply", "-f", path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply {file}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn condition(etcd: &Value, kind: &str) -> String {
     etcd.pointer("/status/conditions")
@@ -82,36 +42,6 @@ fn ready_members(etcd: &Value) -> usize {
     etcd.pointer("/status/members")
         .and_then(Value::as_array)
         .map_or(0, |ms| ms.iter().filter(|m| m["status"] == "Ready").count())
-}
-
-/// The etcd process of pod `pod` (the kubelet sets its HOSTNAME).
-fn etcd_process_of(pod: &str) -> Option<i32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-        if !String::from_utf8_lossy(&cmd).starts_with("etcd\0--config-file=") {
-            return None;
-        }
-        let env = std::fs::read(e.path().join("environ")).ok()?;
-        let want = format!("HOSTNAME={pod}");
-        env.split(|b| *b == 0)
-            .any(|v| v == want.as_bytes())
-            .then_some(pid)
-    })
-}
-
-/// Processes of etcd started by the wrapper (its config file is in the
-/// pod's /tmp).
-fn etcd_processes() -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd);
-            cmd.starts_with("etcd\0--config-file=")
-        })
-        .count()
 }
 
 fn etcd_yaml(name: &str, replicas: u32) -> String {
@@ -190,7 +120,7 @@ fn etcd_members_back_up_and_restore_under_trellis_up() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let _cleanup = Cleanup(&data);
+    let _shims = Shims(&data);
     let kc = data.join("admin.kubeconfig");
     let _up = start_command("up", &data, &[]);
 
@@ -330,21 +260,7 @@ fn etcd_members_back_up_and_restore_under_trellis_up() {
 
     // One member stops answering: quorate, but not all members ready.
     let pid = etcd_process_of("t-2").expect("the etcd process of t-2");
-    let signal = |sig: &str, pid: i32| {
-        std::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
     assert!(signal("-STOP", pid), "stopping etcd {pid}");
-    struct Resume(i32);
-    impl Drop for Resume {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("kill")
-                .args(["-CONT", &self.0.to_string()])
-                .status();
-        }
-    }
     let resume = Resume(pid);
     let took = wait_until("AllMembersReady False with Ready True", 180, || {
         let t = get(&kc, &["etcd", "t"]);

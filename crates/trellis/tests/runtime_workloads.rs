@@ -20,28 +20,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::pods::{Shims, apply, get};
 use common::{have, kubectl, start_command, stdout, wait_until};
 use serde_json::Value;
-
-/// Kills every shim of the test's data dir, whatever happened.
-struct Cleanup<'a>(&'a Path);
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        kubelet::runtime::kill_all(self.0);
-    }
-}
-
-fn get(kc: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    let out = kubectl(kc, &all);
-    serde_json::from_str(&stdout(&out)).unwrap_or(Value::Null)
-}
 
 fn items(v: &Value) -> Vec<Value> {
     v["items"].as_array().cloned().unwrap_or_default()
@@ -61,17 +44,6 @@ fn name(o: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string()
-}
-
-fn apply(kc: &Path, dir: &Path, file: &str, yaml: &str) {
-    let path = dir.join(file);
-    std::fs::write(&path, yaml).unwrap();
-    let out = kubectl(kc, &["apply", "-f", path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply {file}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Processes whose command line names `needle` (the pods' own programs).
@@ -203,7 +175,7 @@ fn deployments_statefulsets_crash_loops_and_jobs_run_as_processes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
-    let _cleanup = Cleanup(data);
+    let _shims = Shims(data);
     let kc = data.join("admin.kubeconfig");
     let _up = start_command("up", data, &[]);
 

@@ -17,52 +17,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{have, kubectl, start_command, stdout};
+use common::pods::{Resume, Shims, apply, etcd_process_of, get, signal};
+use common::{have, kubectl, start_command, stdout, wait_until};
 use serde_json::Value;
 
 const NS: &str = "shoot--local--db";
-
-/// Kills every shim of the test's data dir, whatever happened.
-struct Cleanup<'a>(&'a Path);
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        kubelet::runtime::kill_all(self.0);
-    }
-}
-
-fn get(kc: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(&["-o", "json"]);
-    let out = kubectl(kc, &all);
-    serde_json::from_str(&stdout(&out)).unwrap_or(Value::Null)
-}
-
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    start.elapsed()
-}
-
-fn apply(kc: &Path, dir: &Path, file: &str, yaml: &str) {
-    let path = dir.join(file);
-    std::fs::write(&path, yaml).unwrap();
-    let out = kubectl(kc, &["apply", "-f", path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "kubectl apply {file}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 const SHOOT: &str = r#"
 apiVersion: v1
@@ -132,38 +93,6 @@ fn etcd_keys(rt: &tokio::runtime::Runtime, client: &etcdv3::Client, prefix: &[u8
     .map(|r| r.count)
 }
 
-/// The etcd process of pod `pod` (the kubelet sets its HOSTNAME).
-fn etcd_process_of(pod: &str) -> Option<i32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-        if !String::from_utf8_lossy(&cmd).starts_with("etcd\0--config-file=") {
-            return None;
-        }
-        let env = std::fs::read(e.path().join("environ")).ok()?;
-        let want = format!("HOSTNAME={pod}");
-        env.split(|b| *b == 0)
-            .any(|v| v == want.as_bytes())
-            .then_some(pid)
-    })
-}
-
-fn signal(sig: &str, pid: i32) -> bool {
-    std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Continues a stopped process when dropped, whatever happened.
-struct Resume(i32);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        signal("-CONT", self.0);
-    }
-}
-
 /// Whether `service`'s EndpointSlices have a ready endpoint.
 fn endpoint_ready(kc: &Path, service: &str) -> bool {
     let label = format!("kubernetes.io/service-name={service}");
@@ -220,7 +149,7 @@ fn a_shoots_objects_live_in_etcd_main_and_survive_its_data_loss() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
-    let _cleanup = Cleanup(&data);
+    let _shims = Shims(&data);
     let kc = data.join("admin.kubeconfig");
     let _up = start_command("up", &data, &["--shoot-etcd", "druid"]);
 

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod pods;
 pub mod raw;
 
 use std::path::Path;
@@ -137,10 +138,13 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
 
 /// Polls `f` (typically a kubectl call, so not too often: each costs a
 /// process start) until it holds; panics naming `what` after `secs`.
-pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+/// Returns how long it took.
+pub fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(secs);
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(250));
     }
+    start.elapsed()
 }
