@@ -25,8 +25,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::pods::{Resume, Shims, apply, etcd_process_of, etcd_processes, get, signal};
-use common::{have, kubectl, start_command, stdout, wait_until};
+use common::pods::{
+    Resume, Shims, apply, etcd_process_of, etcd_processes, etcd_tools, get, signal,
+};
+use common::{kubectl, start_command, stdout, wait_until};
 use serde_json::Value;
 
 fn condition(etcd: &Value, kind: &str) -> String {
@@ -101,16 +103,7 @@ async fn count(c: &etcdv3::Client) -> Result<i64, etcdv3::Error> {
 
 #[test]
 fn etcd_members_back_up_and_restore_under_trellis_up() {
-    if !have("kubectl") {
-        eprintln!("SKIPPED: kubectl is not installed");
-        return;
-    }
-    if let Err(e) = etcdv3::testing::etcd_binary() {
-        eprintln!("SKIPPED: etcd cannot be installed: {e}");
-        return;
-    }
-    if !have("etcdctl") {
-        eprintln!("SKIPPED: etcdctl (Debian's etcd-client) is not installed");
+    if !etcd_tools() {
         return;
     }
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -19,8 +19,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::pods::{Resume, Shims, apply, etcd_process_of, get, signal};
-use common::{have, kubectl, start_command, stdout, wait_until};
+use common::pods::{Resume, Shims, apply, etcd_process_of, etcd_tools, get, signal};
+use common::{kubectl, start_command, stdout, wait_until};
 use serde_json::Value;
 
 const NS: &str = "shoot--local--db";
@@ -132,16 +132,7 @@ fn http_get(addr: &str, path: &str) -> Option<u16> {
 
 #[test]
 fn a_shoots_objects_live_in_etcd_main_and_survive_its_data_loss() {
-    if !have("kubectl") {
-        eprintln!("SKIPPED: kubectl is not installed");
-        return;
-    }
-    if let Err(e) = etcdv3::testing::etcd_binary() {
-        eprintln!("SKIPPED: etcd cannot be installed: {e}");
-        return;
-    }
-    if !have("etcdctl") {
-        eprintln!("SKIPPED: etcdctl (Debian's etcd-client) is not installed");
+    if !etcd_tools() {
         return;
     }
     let rt = tokio::runtime::Runtime::new().unwrap();

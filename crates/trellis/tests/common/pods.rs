@@ -38,6 +38,24 @@ pub fn apply(kc: &Path, dir: &Path, file: &str, yaml: &str) {
     );
 }
 
+/// Whether the tools of the etcd tests are here: kubectl, Debian's etcd
+/// (installed when missing) and etcdctl; says SKIPPED and why when not.
+pub fn etcd_tools() -> bool {
+    if !super::have("kubectl") {
+        eprintln!("SKIPPED: kubectl is not installed");
+        return false;
+    }
+    if let Err(e) = etcdv3::testing::etcd_binary() {
+        eprintln!("SKIPPED: etcd cannot be installed: {e}");
+        return false;
+    }
+    if !super::have("etcdctl") {
+        eprintln!("SKIPPED: etcdctl (Debian's etcd-client) is not installed");
+        return false;
+    }
+    true
+}
+
 /// Whether a process's command line starts like the wrapper's etcd.
 fn is_etcd(cmdline: &[u8]) -> bool {
     String::from_utf8_lossy(cmdline).starts_with("etcd\0--config-file=")
