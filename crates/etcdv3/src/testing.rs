@@ -66,9 +66,31 @@ pub struct EtcdCluster {
 }
 
 impl EtcdCluster {
-    /// Starts `n` members and waits until the cluster answers reads.
+    /// Starts `n` members and waits until the cluster answers reads. The
+    /// members' ports are picked free just before etcd binds them, so a
+    /// parallel test can take one in between: a member that exits, or a
+    /// cluster that does not answer, is started again on fresh ports (three
+    /// tries), and the error names the members' logs.
     pub async fn start(n: usize) -> Result<EtcdCluster, String> {
         let binary = etcd_binary()?;
+        let mut last = String::new();
+        for attempt in 1..=3 {
+            let mut cluster = EtcdCluster::fresh(&binary, n)?;
+            for i in 0..n {
+                cluster.spawn(i)?;
+            }
+            match cluster.wait_started(Duration::from_secs(30)).await {
+                Ok(()) => return Ok(cluster),
+                Err(e) => {
+                    eprintln!("etcd test cluster, attempt {attempt}: {e}");
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    fn fresh(binary: &Path, n: usize) -> Result<EtcdCluster, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let mut members = Vec::new();
         for i in 0..n {
@@ -85,17 +107,38 @@ impl EtcdCluster {
             .map(|m| format!("{}={}", m.name, m.peer_url))
             .collect::<Vec<_>>()
             .join(",");
-        let mut cluster = EtcdCluster {
+        Ok(EtcdCluster {
             members,
-            binary,
+            binary: binary.to_path_buf(),
             initial_cluster,
             _dir: dir,
-        };
-        for i in 0..n {
-            cluster.spawn(i)?;
+        })
+    }
+
+    /// [`EtcdCluster::wait_ready`], failing at once when a member exits.
+    async fn wait_started(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            for m in &mut self.members {
+                if let Some(status) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                    let log = std::fs::read_to_string(m.data_dir.with_extension("log"))
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                    return Err(format!(
+                        "member {} exited ({status}): {}",
+                        m.name,
+                        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                    ));
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return self.wait_ready(Duration::ZERO).await;
+            }
+            if self.wait_ready(left.min(Duration::from_secs(1))).await.is_ok() {
+                return Ok(());
+            }
         }
-        cluster.wait_ready(Duration::from_secs(30)).await?;
-        Ok(cluster)
     }
 
     fn spawn(&mut self, i: usize) -> Result<(), String> {
