@@ -218,14 +218,18 @@ fn etcd_members_back_up_and_restore_under_trellis_up() {
     let members = rt.block_on(client.member_list()).unwrap().members;
     assert_eq!(members.len(), 3, "{members:?}");
     assert!(members.iter().all(|m| !m.is_learner), "{members:?}");
+    // Each member serves the keys; a member's pod may still be replaced by
+    // the StatefulSet's rolling update (its template names the new
+    // configuration), so its address is looked up on every try.
     for pod in ["e-0", "e-1", "e-2"] {
-        let ip = get(&kc, &["pod", pod])["status"]["podIP"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        let member = etcdv3::Client::single(&format!("http://{ip}:2379"), None).unwrap();
-        wait_until(&format!("{pod} to serve the 1,000 keys"), 60, || {
-            rt.block_on(count(&member)).is_ok_and(|n| n == 1000)
+        wait_until(&format!("{pod} to serve the 1,000 keys"), 120, || {
+            let ip = get(&kc, &["pod", pod])["status"]["podIP"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            !ip.is_empty()
+                && etcdv3::Client::single(&format!("http://{ip}:2379"), None)
+                    .is_ok_and(|member| rt.block_on(count(&member)).is_ok_and(|n| n == 1000))
         });
     }
     let logs = stdout(&kubectl(&kc, &["logs", "e-2", "-c", "backup-restore"]));
