@@ -135,7 +135,11 @@ impl EtcdCluster {
             if left.is_zero() {
                 return self.wait_ready(Duration::ZERO).await;
             }
-            if self.wait_ready(left.min(Duration::from_secs(1))).await.is_ok() {
+            if self
+                .wait_ready(left.min(Duration::from_secs(1)))
+                .await
+                .is_ok()
+            {
                 return Ok(());
             }
         }
