@@ -588,62 +588,6 @@ pub fn volume_claim_template(etcd: &Etcd) -> String {
 
 /// The StatefulSet with `replicas` (the spec's, unless the spec flow holds
 /// an older count back).
-/// The TLS Secrets the members mount (upstream's volume names and mount
-/// paths): `(volume, secret, path)` for the client URL's CA, server and
-/// client certificates and the peer URL's CA and server certificate.
-pub fn tls_volumes(etcd: &Etcd) -> Vec<(&'static str, String, &'static str)> {
-    let e = &etcd.spec.etcd;
-    let mut out = Vec::new();
-    if let Some(t) = &e.client_url_tls {
-        out.push((
-            "client-url-ca-etcd",
-            t.tls_ca_secret_ref.name.clone(),
-            "/var/etcd/ssl/ca",
-        ));
-        out.push((
-            "client-url-etcd-server-tls",
-            t.server_tls_secret_ref.name.clone(),
-            "/var/etcd/ssl/server",
-        ));
-        if let Some(c) = &t.client_tls_secret_ref {
-            out.push((
-                "client-url-etcd-client-tls",
-                c.name.clone(),
-                "/var/etcd/ssl/client",
-            ));
-        }
-    }
-    if let Some(t) = &e.peer_url_tls {
-        out.push((
-            "peer-url-ca-etcd",
-            t.tls_ca_secret_ref.name.clone(),
-            "/var/etcd/ssl/peer/ca",
-        ));
-        out.push((
-            "peer-url-etcd-server-tls",
-            t.server_tls_secret_ref.name.clone(),
-            "/var/etcd/ssl/peer/server",
-        ));
-    }
-    out
-}
-
-/// The names of the TLS volumes of a StatefulSet object (as applied or as
-/// read back), sorted.
-pub fn tls_volume_names(sts: &Value) -> Vec<String> {
-    let mut names: Vec<String> = sts
-        .pointer("/spec/template/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v["name"].as_str())
-        .filter(|n| n.starts_with("client-url-") || n.starts_with("peer-url-"))
-        .map(str::to_string)
-        .collect();
-    names.sort();
-    names
-}
-
 pub fn statefulset(etcd: &Etcd, replicas: i32, settings: &Settings) -> Value {
     let n = Names::of(etcd);
     let p = ports(etcd);
@@ -695,7 +639,7 @@ pub fn statefulset(etcd: &Etcd, replicas: i32, settings: &Settings) -> Value {
         }
     }
     let mut etcd_mounts = vec![json!({"name": vct, "mountPath": "/var/etcd/data/"})];
-    for (volume, secret, path) in tls_volumes(etcd) {
+    for (volume, secret, path) in crate::tls::tls_volumes(etcd) {
         volumes
             .push(json!({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o640}}));
         etcd_mounts.push(json!({"name": volume, "mountPath": path}));

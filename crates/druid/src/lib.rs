@@ -21,4 +21,5 @@ pub mod secrets;
 pub mod status;
 pub mod sync;
 pub mod time;
+pub mod tls;
 pub mod validation;

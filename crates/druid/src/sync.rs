@@ -39,7 +39,7 @@ pub struct StsObserved {
     /// The set's `spec.replicas` and `status.readyReplicas`.
     pub replicas: i32,
     pub ready: i32,
-    /// The set's TLS volumes ([`components::tls_volume_names`]).
+    /// The set's TLS volumes ([`crate::tls::tls_volume_names`]).
     pub tls_volumes: Vec<String>,
     /// Each member lease's `member.etcd.gardener.cloud/tls-enabled`, by
     /// ordinal (`None`: not said yet, which counts as false).
@@ -81,7 +81,7 @@ pub fn sts_step(etcd: &Etcd, o: &StsObserved) -> StsStep {
         // TLS changes go in steps (spec §3): the mounts first, at the
         // members' current count, then wait until every member says it
         // runs the wanted peer TLS, and only then the new count.
-        let mut want: Vec<String> = components::tls_volumes(etcd)
+        let mut want: Vec<String> = crate::tls::tls_volumes(etcd)
             .into_iter()
             .map(|(v, _, _)| v.to_string())
             .collect();

@@ -456,7 +456,7 @@ async fn scenario_11_going_to_zero_takes_a_pre_sync_full_snapshot_first() {
 }
 
 fn peer_volumes(sts: &StatefulSet) -> Vec<String> {
-    druid::components::tls_volume_names(&serde_json::to_value(sts).unwrap())
+    druid::tls::tls_volume_names(&serde_json::to_value(sts).unwrap())
 }
 
 #[tokio::test]

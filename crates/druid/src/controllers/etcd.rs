@@ -238,7 +238,7 @@ async fn sync_components(etcd: &Etcd, ctx: &Context) -> Result<FlowOutcome, (&'s
         tls_volumes: sts
             .as_ref()
             .and_then(|s| serde_json::to_value(s).ok())
-            .map(|v| components::tls_volume_names(&v))
+            .map(|v| crate::tls::tls_volume_names(&v))
             .unwrap_or_default(),
         lease_peer_tls: if sts.is_some() {
             member_lease_tls(client, etcd)
