@@ -14,7 +14,9 @@ pub enum ConfigError {
     MissingMember { field: String, member: String },
 }
 
-fn urls_for(v: &Value, member: &str) -> Option<String> {
+/// `member`'s entry of a URL field (a map member → URLs, or one string for
+/// every member), comma-joined.
+pub(crate) fn urls_for(v: &Value, member: &str) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
         Value::Mapping(m) => {

@@ -22,11 +22,10 @@ pub const ADD_PAUSE: Duration = Duration::from_secs(5);
 /// configuration.
 fn url_of(cfg: &Mapping, field: &str, member: &str) -> Option<String> {
     match cfg.get(field)? {
-        Value::Mapping(m) => match m.get(Value::String(member.into()))? {
-            Value::String(s) => s.split(',').next().map(str::to_string),
-            Value::Sequence(seq) => seq.first().and_then(Value::as_str).map(str::to_string),
-            _ => None,
-        },
+        v @ Value::Mapping(_) => crate::config::urls_for(v, member)?
+            .split(',')
+            .next()
+            .map(str::to_string),
         _ => None,
     }
 }

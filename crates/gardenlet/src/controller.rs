@@ -481,31 +481,8 @@ async fn ensure_mcm_deployment(ctx: &Context, id: &str, hibernated: bool) -> Res
         let params = PatchParams::apply("gardenlet").force();
         for obj in mcm_deployment::pod_objects(id) {
             let kind = obj["kind"].as_str().unwrap_or_default().to_string();
-            let (group, version) = match obj["apiVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .split_once('/')
-            {
-                Some((g, v)) => (g.to_string(), v.to_string()),
-                None => (
-                    String::new(),
-                    obj["apiVersion"].as_str().unwrap_or_default().to_string(),
-                ),
-            };
-            let plural = match kind.as_str() {
-                "ServiceAccount" => "serviceaccounts",
-                "Role" => "roles",
-                "RoleBinding" => "rolebindings",
-                _ => "services",
-            };
-            let ar = ApiResource {
-                group: group.clone(),
-                version: version.clone(),
-                api_version: obj["apiVersion"].as_str().unwrap_or_default().to_string(),
-                kind: kind.clone(),
-                plural: plural.to_string(),
-            };
-            let api: Api<DynamicObject> = Api::namespaced_with(ctx.seed.clone(), id, &ar);
+            // druid's table of these kinds' API resources.
+            let api = druid::controllers::dynamic(&ctx.seed, id, &kind);
             api.patch(mcm_deployment::NAME, &params, &Patch::Apply(&obj))
                 .await
                 .map_err(api_err(format!("{kind} {id}/{}", mcm_deployment::NAME)))?;

@@ -356,17 +356,30 @@ async fn member_lease_tls(
 ) -> Result<Vec<Option<bool>>, kube::Error> {
     let n = Names::of(etcd);
     let leases: Api<Lease> = Api::namespaced(client.clone(), &n.namespace);
-    let mut out = Vec::new();
-    for i in 0..etcd.spec.replicas.max(0) {
-        let lease = leases.get_opt(&format!("{}-{i}", n.name)).await?;
-        out.push(
-            lease
-                .and_then(|l| l.metadata.annotations)
-                .and_then(|a| a.get(TLS_ENABLED_ANNOTATION).cloned())
-                .map(|v| v == "true"),
-        );
-    }
-    Ok(out)
+    let mut sel = default_labels(&n.name);
+    sel.insert(
+        "app.kubernetes.io/component".into(),
+        "etcd-member-lease".into(),
+    );
+    // One list, not a read per member.
+    let by_name: std::collections::BTreeMap<String, Option<bool>> = leases
+        .list(&ListParams::default().labels(&selector_string(&sel)))
+        .await?
+        .items
+        .into_iter()
+        .map(|l| {
+            let tls = l
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(TLS_ENABLED_ANNOTATION))
+                .map(|v| v == "true");
+            (l.name_any(), tls)
+        })
+        .collect();
+    Ok((0..etcd.spec.replicas.max(0))
+        .map(|i| by_name.get(&format!("{}-{i}", n.name)).copied().flatten())
+        .collect())
 }
 
 fn selector_string(labels: &std::collections::BTreeMap<String, String>) -> String {
