@@ -55,6 +55,40 @@ fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// [`wait`], but on a timeout first prints what the shoot's control plane
+/// looks like (the shoot's status, its workloads, pods and machines), so a
+/// failure in CI says where it stopped.
+fn wait_explained<T>(kc: &Path, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        if Instant::now() >= deadline {
+            let shoot = json(kc, &["get", "shoot", "demo", "-n", "garden-local"]);
+            eprintln!(
+                "shoot status: {}",
+                serde_json::to_string_pretty(&shoot["status"]).unwrap_or_default()
+            );
+            for args in [
+                &["get", "deploy,sts,pods,etcd", "-n", NS, "-o", "wide"][..],
+                &["get", "machinedeployments,machinesets,machines", "-n", NS][..],
+                &["get", "events", "-n", NS, "--sort-by=.lastTimestamp"][..],
+            ] {
+                let out = kubectl(kc, args);
+                eprintln!(
+                    "$ kubectl {}\n{}{}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            panic!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Machines of the shoot: name → (phase, deployment, class).
 fn machines(kc: &Path) -> BTreeMap<String, (String, String)> {
     items(&json(kc, &["get", "machines", "-n", NS]))
@@ -344,7 +378,7 @@ fn a_shoot_becomes_machines_and_nodes_and_goes_away() {
         &kc,
         r#"[{"op":"add","path":"/spec/hibernation","value":{"enabled":true}}]"#,
     );
-    wait("every machine and VM to be gone", || {
+    wait_explained(&kc, "every machine and VM to be gone", || {
         (machines(&kc).is_empty() && vms(&kc) == 0).then_some(())
     });
     wait("the shoot to report hibernated", || {
@@ -357,7 +391,7 @@ fn a_shoot_becomes_machines_and_nodes_and_goes_away() {
         &kc,
         r#"[{"op":"replace","path":"/spec/hibernation/enabled","value":false}]"#,
     );
-    wait("10 Running machines after waking", || {
+    wait_explained(&kc, "10 Running machines after waking", || {
         (running(&kc) == 10).then_some(())
     });
     wait_succeeded(&kc, "the shoot to be awake");
