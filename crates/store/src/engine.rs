@@ -156,8 +156,8 @@ struct Shared {
     /// Writes (transactions and compactions) between their start and their
     /// answer.
     in_flight: AtomicUsize,
-    /// When a writer last found another write in flight, or a batch running
-    /// or queued, in microseconds since `started`; [`NEVER`] if none has.
+    /// When a write last started while another was in flight, in
+    /// microseconds since `started`; [`NEVER`] if none has.
     last_overlap: AtomicU64,
     started: Instant,
 }
@@ -312,19 +312,19 @@ impl Engine {
     /// (group commit, workers free meanwhile) until no overlap has been seen
     /// for [`EngineConfig::inline_after_quiet`].
     fn submit(&self, req: Request) -> Result<()> {
+        // Overlaps are noted by `InFlight::enter`: every write is in flight
+        // from before it is submitted until it is answered, so a queued
+        // request or a running batch is always someone else's write in
+        // flight.
         let shared = &self.shared;
-        let now = shared.micros();
-        let busy = shared.queued.load(Ordering::Acquire) != 0 || shared.persistence.is_locked();
-        if busy {
-            shared.last_overlap.store(now, Ordering::Release);
-        } else if quiet_since(
+        if quiet_since(
             shared.last_overlap.load(Ordering::Acquire),
-            now,
+            shared.micros(),
             shared.config.inline_after_quiet,
         ) && let Some(mut persistence) = shared.persistence.try_lock()
         {
-            // Checked again under the lock: a request queued meanwhile goes
-            // first, through the committer.
+            // The lock may be free while requests wait for the committer
+            // (between its receive and its lock); those go first.
             if shared.queued.load(Ordering::Acquire) == 0 {
                 run_batch(shared, vec![req], persistence.as_mut());
                 return Ok(());
