@@ -180,7 +180,20 @@ pub fn plan(set: &MachineSet, machines: &[&Machine], now: DateTime<Utc>) -> Plan
         }
     } else {
         let surplus = active.len() - replicas;
-        let ordered = deletion::order(active.iter().map(|m| candidate(m)).collect());
+        // Machines the autoscaler picked before its last replica change.
+        let scaler_changed = parse_time(
+            set.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(labels::LAST_REPLICA_CHANGE_BY_SCALER_TIME)),
+        );
+        // Ordering every machine is only needed when one is to go: a set
+        // at its size (most passes) skips it.
+        let ordered = if surplus > 0 || scaler_changed.is_some() {
+            deletion::order(active.iter().map(|m| candidate(m)).collect())
+        } else {
+            Vec::new()
+        };
         delete.extend(ordered.iter().take(surplus).map(|c| c.name.clone()));
         // Failed machines are replaced: deleted now, recreated next pass.
         delete.extend(
@@ -189,13 +202,7 @@ pub fn plan(set: &MachineSet, machines: &[&Machine], now: DateTime<Utc>) -> Plan
                 .filter(|m| m.phase() == Some(MachinePhase::Failed))
                 .filter_map(|m| m.metadata.name.clone()),
         );
-        // Machines the autoscaler picked before its last replica change.
-        if let Some(changed) = parse_time(
-            set.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(labels::LAST_REPLICA_CHANGE_BY_SCALER_TIME)),
-        ) {
+        if let Some(changed) = scaler_changed {
             for c in &ordered {
                 if c.priority == 1 && c.marked_for_deletion.is_some_and(|t| t <= changed) {
                     delete.push(c.name.clone());

@@ -81,6 +81,11 @@ where
     };
     let pump = watcher(api, watcher::Config::default())
         .default_backoff()
+        // No controller reads field ownership, and it is the largest part
+        // of a machine or Node once a few managers have written it; a
+        // write of a cached object without it keeps the server's
+        // (controller-runtime strips it the same way).
+        .modify(|obj| obj.meta_mut().managed_fields = None)
         // The store and its indexes change together, before any trigger
         // goes out.
         .map_ok(move |ev| {

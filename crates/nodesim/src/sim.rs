@@ -117,6 +117,22 @@ struct Shared {
 struct State {
     nodes: HashMap<String, SimNode>,
     pods: HashMap<PodKey, SimPod>,
+    /// Nodes changed since the last plan (registered, a job's outcome, a
+    /// fault, a pod of theirs): a plan brought on by a wake-up looks only
+    /// at these. What time alone makes due (a boot completing, a lease
+    /// renewal, a retry) waits for the full plan of the next tick.
+    touched: HashSet<String>,
+    /// When every node was last planned; `None`: the next plan is full.
+    last_full: Option<tokio::time::Instant>,
+}
+
+impl State {
+    /// Marks `node` for the next plan.
+    fn touch(&mut self, node: &str) {
+        if !self.touched.contains(node) {
+            self.touched.insert(node.to_string());
+        }
+    }
 }
 
 /// Namespace and name.
@@ -282,6 +298,7 @@ impl NodeSimulator {
         }
         let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed);
         let faults = NodeFaults::from_annotations(Some(&spec.annotations));
+        st.touch(&spec.name);
         st.nodes.insert(
             spec.name.clone(),
             SimNode {
@@ -322,6 +339,7 @@ impl NodeSimulator {
         if n.uid.is_none() && !n.busy {
             st.nodes.remove(name);
         }
+        st.touch(name);
         drop(st);
         self.shared.wake.notify_one();
         was
@@ -391,9 +409,20 @@ impl NodeSimulator {
 
 impl Shared {
     /// Decides what is due now and marks the chosen nodes and pods busy.
+    /// Every node is looked at once per tick; a plan in between (woken by
+    /// a change) looks only at the nodes touched since the last one, so
+    /// a job finishing costs what its node costs, not what the fleet does.
     fn plan(&self, now: Timestamp) -> Vec<Job> {
         let mut st = self.state.lock();
-        let State { nodes, pods } = &mut *st;
+        let full = st
+            .last_full
+            .is_none_or(|t| t.elapsed() + ticker::PLAN_GAP >= self.cfg.tick);
+        if full {
+            st.last_full = Some(tokio::time::Instant::now());
+            st.touched.clear();
+        }
+        let touched = std::mem::take(&mut st.touched);
+        let State { nodes, pods, .. } = &mut *st;
         let mut volumes: HashMap<&str, BTreeSet<&String>> = HashMap::new();
         for p in pods.values() {
             if let Volumes::Resolved(v) = &p.volumes
@@ -404,7 +433,7 @@ impl Shared {
         }
         let mut jobs = Vec::new();
         let mut changed_hosts = HashSet::new();
-        for (name, n) in nodes.iter_mut() {
+        let mut one = |name: &String, n: &mut SimNode| {
             let up = n.uid.is_some()
                 && !n.gone
                 && n.kubelet_running()
@@ -414,7 +443,7 @@ impl Shared {
                 changed_hosts.insert(name.clone());
             }
             if n.waiting(now) {
-                continue;
+                return;
             }
             let vols: Vec<String> = volumes
                 .get(name.as_str())
@@ -434,7 +463,7 @@ impl Shared {
             };
             let plan = plan_node(&view, &self.cfg, now);
             if plan.is_empty() {
-                continue;
+                return;
             }
             n.busy = true;
             jobs.push(Job::Node(NodeJob {
@@ -446,6 +475,17 @@ impl Shared {
                 full_status: n.full_status,
                 renewal_due: n.renewal_due,
             }));
+        };
+        if full {
+            for (name, n) in nodes.iter_mut() {
+                one(name, n);
+            }
+        } else {
+            for name in &touched {
+                if let Some(n) = nodes.get_mut(name) {
+                    one(name, n);
+                }
+            }
         }
         drop(volumes);
         for (key, p) in pods.iter_mut() {
@@ -619,6 +659,10 @@ impl Shared {
             return;
         }
         n.busy = false;
+        st.touch(name);
+        let Some(n) = st.nodes.get_mut(name) else {
+            return;
+        };
         if n.uid.is_none() && out.uid.is_some() {
             n.registered_at = Some(now);
         }
@@ -733,6 +777,8 @@ impl Shared {
                 if let Some(names) = resolved {
                     p.volumes = Volumes::Resolved(names);
                     p.dirty = true;
+                    let node = p.node.clone();
+                    st.touch(&node);
                 }
             }
             Err(e) => {
@@ -773,6 +819,7 @@ impl Shared {
         if vanish {
             n.vm_running = false;
         }
+        st.touch(name);
         drop(st);
         if vanish {
             // Nobody listening is fine: the VM is gone either way.
@@ -794,6 +841,7 @@ impl Shared {
         if !n.vm_running && !n.busy {
             st.nodes.remove(name);
         }
+        st.touch(name);
     }
 
     fn observe_pod(&self, pod: Pod) {
@@ -809,6 +857,10 @@ impl Shared {
         };
         let mut st = self.state.lock();
         let ours = st.nodes.contains_key(&node);
+        if ours {
+            // Its volumes may change the node's status.
+            st.touch(&node);
+        }
         let key = (ns, name);
         match st.pods.get_mut(&key) {
             Some(p) if p.uid == uid => {
@@ -851,7 +903,9 @@ impl Shared {
             .get(key)
             .is_some_and(|p| Some(p.uid.as_str()) == uid)
         {
-            st.pods.remove(key);
+            if let Some(p) = st.pods.remove(key) {
+                st.touch(&p.node);
+            }
             drop(st);
             // Its volumes may detach.
             self.wake.notify_one();
@@ -954,7 +1008,11 @@ async fn watch_pods(shared: Arc<Shared>, stop: watch::Receiver<bool>) {
         }
         Event::InitDone => {
             if let Some(seen) = relist.take() {
-                sh.state.lock().pods.retain(|k, _| seen.contains(k));
+                let mut st = sh.state.lock();
+                st.pods.retain(|k, _| seen.contains(k));
+                // Volumes may have gone with the dropped pods.
+                st.last_full = None;
+                drop(st);
                 sh.wake.notify_one();
             }
         }

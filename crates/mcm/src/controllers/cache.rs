@@ -9,16 +9,18 @@
 //! costs what its own objects cost.
 //!
 //! The store and its indexes change together under the index's lock, and
-//! readers look objects up in the store while they hold that lock for
-//! reading, so a lookup never sees an index that is behind or ahead of the
-//! store: a machine the store shows is always found by its owner's key.
+//! the index holds the very `Arc`s the store holds, replaced on every
+//! update, so a lookup never sees an index that is behind or ahead of the
+//! store: a machine the store shows is always found by its owner's key,
+//! as the store shows it.
 //! Each lookup filters what the index returns with the caller's own
 //! predicate, so an index only ever has to be a superset of the answer.
-//! A relist (`Init` … `InitDone`) builds a fresh index beside the store's
-//! own buffer and swaps both at `InitDone`, as the store does.
+//! A relist (`Init` … `InitDone`) collects the keys beside the store's own
+//! buffer and indexes the store's new objects at `InitDone`, when the
+//! store swaps its buffer in.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use api::{Machine, MachineSet, labels};
@@ -94,10 +96,11 @@ fn controller_keys(meta: &kube::api::ObjectMeta) -> Vec<IndexKey> {
         .collect()
 }
 
-/// One generation of the index: objects by key, and each object's keys
-/// (to take it out again when it changes or goes).
+/// The live index: objects by key, holding the store's own `Arc`s (so a
+/// lookup clones pointers and touches the store not at all), and each
+/// object's keys (to take it out again when it changes or goes).
 struct Index<K: Resource<DynamicType = ()>> {
-    by_key: HashMap<IndexKey, HashSet<ObjectRef<K>>>,
+    by_key: HashMap<IndexKey, HashMap<ObjectRef<K>, Arc<K>>>,
     keys_of: HashMap<ObjectRef<K>, Vec<IndexKey>>,
 }
 
@@ -111,14 +114,23 @@ impl<K: Resource<DynamicType = ()>> Default for Index<K> {
 }
 
 impl<K: Resource<DynamicType = ()>> Index<K> {
-    fn insert(&mut self, r: ObjectRef<K>, keys: Vec<IndexKey>) {
-        // Most updates (status writes) change no key.
+    fn insert(&mut self, r: ObjectRef<K>, keys: Vec<IndexKey>, obj: Arc<K>) {
+        // Most updates (status writes) change no key: only the object
+        // under each key is replaced.
         if self.keys_of.get(&r) == Some(&keys) {
+            for k in &keys {
+                if let Some(slot) = self.by_key.get_mut(k).and_then(|m| m.get_mut(&r)) {
+                    *slot = obj.clone();
+                }
+            }
             return;
         }
         self.remove(&r);
         for k in &keys {
-            self.by_key.entry(k.clone()).or_default().insert(r.clone());
+            self.by_key
+                .entry(k.clone())
+                .or_default()
+                .insert(r.clone(), obj.clone());
         }
         self.keys_of.insert(r, keys);
     }
@@ -137,8 +149,9 @@ impl<K: Resource<DynamicType = ()>> Index<K> {
 
 struct Indexes<K: Resource<DynamicType = ()>> {
     live: Index<K>,
-    /// Being built during a relist; becomes `live` at `InitDone`.
-    buffer: Index<K>,
+    /// The objects of a relist in progress and their keys; they become
+    /// `live` at `InitDone`, when the store shows them.
+    buffer: Vec<(ObjectRef<K>, Vec<IndexKey>)>,
 }
 
 /// A reflector store with secondary indexes. Cheap to clone (shared).
@@ -171,7 +184,7 @@ where
     let (store, writer) = reflector::store::<K>();
     let indexes = Arc::new(RwLock::new(Indexes {
         live: Index::default(),
-        buffer: Index::default(),
+        buffer: Vec::new(),
     }));
     (
         Cache {
@@ -194,14 +207,30 @@ where
     pub fn apply(&mut self, event: &watcher::Event<K>) {
         let mut ix = self.indexes.write();
         self.writer.apply_watcher_event(event);
+        let store = self.writer.as_reader();
         match event {
-            watcher::Event::Apply(o) => ix.live.insert(ObjectRef::from_obj(o), (self.keys)(o)),
-            watcher::Event::Delete(o) => ix.live.remove(&ObjectRef::from_obj(o)),
-            watcher::Event::Init => ix.buffer = Index::default(),
-            watcher::Event::InitApply(o) => {
-                ix.buffer.insert(ObjectRef::from_obj(o), (self.keys)(o))
+            watcher::Event::Apply(o) => {
+                let r = ObjectRef::from_obj(o);
+                if let Some(obj) = store.get(&r) {
+                    ix.live.insert(r, (self.keys)(o), obj);
+                }
             }
-            watcher::Event::InitDone => ix.live = std::mem::take(&mut ix.buffer),
+            watcher::Event::Delete(o) => ix.live.remove(&ObjectRef::from_obj(o)),
+            watcher::Event::Init => ix.buffer.clear(),
+            watcher::Event::InitApply(o) => {
+                let keys = (self.keys)(o);
+                ix.buffer.push((ObjectRef::from_obj(o), keys))
+            }
+            watcher::Event::InitDone => {
+                // The store has swapped the relist in: index its objects.
+                let mut live = Index::default();
+                for (r, keys) in std::mem::take(&mut ix.buffer) {
+                    if let Some(obj) = store.get(&r) {
+                        live.insert(r, keys, obj);
+                    }
+                }
+                ix.live = live;
+            }
         }
     }
 }
@@ -237,10 +266,8 @@ where
         ix.live
             .by_key
             .get(key)
-            .into_iter()
-            .flatten()
-            .filter_map(|r| self.store.get(r))
-            .collect()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// How many cached objects are indexed under `key`.

@@ -15,7 +15,7 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 
 use super::cache::{self, Cache, IndexKey};
 use parking_lot::Mutex;
@@ -105,14 +105,17 @@ impl Error {
     }
 }
 
-/// The secrets of `class` merged (the credentials secret's keys win), read
-/// from the API; a missing secret counts as empty (spec §1). A reference
-/// without a namespace means `default_ns`. The machine controller and the
-/// orphan collector both hand the driver what this returns.
+/// The secrets of `class` merged (the credentials secret's keys win); a
+/// missing secret counts as empty (spec §1). A reference without a
+/// namespace means `default_ns`. Each secret comes from `cached` when it
+/// holds it, else from the API (a secret just created, or in another
+/// namespace). The machine controller and the orphan collector both hand
+/// the driver what this returns.
 pub async fn class_secret(
     control: &kube::Client,
     default_ns: &str,
     class: &MachineClass,
+    cached: Option<&Store<Secret>>,
 ) -> Result<Secret, Error> {
     let mut found: [Option<Secret>; 2] = [None, None];
     for (slot, r) in found
@@ -127,6 +130,10 @@ pub async fn class_secret(
             .clone()
             .unwrap_or_else(|| default_ns.to_string());
         let name = r.name.clone().unwrap_or_default();
+        if let Some(hit) = cached.and_then(|c| c.get(&ObjectRef::new(&name).within(&ns))) {
+            *slot = Some((*hit).clone());
+            continue;
+        }
         let secrets: Api<Secret> = Api::namespaced(control.clone(), &ns);
         *slot = secrets
             .get_opt(&name)
@@ -424,7 +431,7 @@ impl Context {
 }
 
 /// Whether `uid` is the controller among the owners in `meta`.
-fn controlled_by(meta: &kube::api::ObjectMeta, uid: &str) -> bool {
+pub fn controlled_by(meta: &kube::api::ObjectMeta, uid: &str) -> bool {
     meta.owner_references
         .iter()
         .flatten()

@@ -1,7 +1,6 @@
 //! The machine set controller: keeps the number of machines a set owns at
 //! its replicas, replaces failed machines, and reports status.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,9 +12,10 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
-use super::context::{Context, Error};
+use super::context::{Context, Error, controlled_by};
 use crate::machineset::{self, last_operation, set_replica_failure};
 
 pub use crate::machineset::{CACHE_WAIT, RESYNC};
@@ -132,33 +132,35 @@ pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action
     let uid = set.metadata.uid.clone().unwrap_or_default();
     let sets: Api<MachineSet> = Api::namespaced(ctx.control.clone(), &ns);
     let machines: Api<Machine> = Api::namespaced(ctx.control.clone(), &ns);
-    let owned = ctx.machines_of(&uid);
-    if set.metadata.deletion_timestamp.is_some() && owned.is_empty() {
-        if has_finalizer(&set.metadata) {
-            set_finalizer(&sets, &set.metadata, false).await?;
-        }
-        ctx.expectations.forget(&uid);
-        return Ok(Action::await_change());
-    }
-    if set.metadata.deletion_timestamp.is_none() && !has_finalizer(&set.metadata) {
+    let live = set.metadata.deletion_timestamp.is_none();
+    if live && !has_finalizer(&set.metadata) {
         set_finalizer(&sets, &set.metadata, true).await?;
         return Ok(Action::await_change());
     }
-    // By name, so checking a burst of expected creations costs what the
-    // set owns, not that times the burst.
-    let by_name: HashMap<&str, bool> = owned
-        .iter()
-        .map(|m| {
-            (
-                m.metadata.name.as_deref().unwrap_or_default(),
-                m.metadata.deletion_timestamp.is_none(),
-            )
-        })
-        .collect();
-    let cached = |n: &str| by_name.get(n).copied();
+    let mut owned = None;
+    if !live {
+        let machines = ctx.machines_of(&uid);
+        if machines.is_empty() {
+            if has_finalizer(&set.metadata) {
+                set_finalizer(&sets, &set.metadata, false).await?;
+            }
+            ctx.expectations.forget(&uid);
+            return Ok(Action::await_change());
+        }
+        owned = Some(machines);
+    }
+    // The expected writes are looked up by name, so a set waiting for its
+    // cache costs what it wrote, not what it owns.
+    let cached = |n: &str| {
+        ctx.machines
+            .get(&ObjectRef::new(n).within(&ns))
+            .filter(|m| controlled_by(&m.metadata, &uid))
+            .map(|m| m.metadata.deletion_timestamp.is_none())
+    };
     if !ctx.expectations.satisfied(&uid, cached) {
         return Ok(Action::requeue(CACHE_WAIT));
     }
+    let owned = owned.unwrap_or_else(|| ctx.machines_of(&uid));
     let now = Utc::now();
     let refs: Vec<&Machine> = owned.iter().map(|m| m.as_ref()).collect();
     let plan = machineset::plan(&set, &refs, now);

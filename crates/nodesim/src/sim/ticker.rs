@@ -8,11 +8,10 @@ use tokio::sync::watch;
 
 use super::{Job, Shared, Timestamp};
 
-/// The shortest time between two plans brought on by wake-ups. A plan
-/// looks at every node and pod, and every finished job wakes the ticker,
-/// so without a gap thousands of nodes meant a plan per job: O(n) each,
-/// O(n²) in all. Wake-ups within the gap are served by one plan.
-const PLAN_GAP: Duration = Duration::from_millis(50);
+/// The shortest time between two plans brought on by wake-ups: every
+/// finished job wakes the ticker, and wake-ups within the gap are served
+/// by one plan (of the nodes touched since the last, see `Shared::plan`).
+pub(super) const PLAN_GAP: Duration = Duration::from_millis(50);
 
 /// Waits for the next tick, a wake-up (no sooner than [`PLAN_GAP`] after
 /// the last plan), or the stop signal; false on stop.

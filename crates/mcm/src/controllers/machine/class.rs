@@ -10,14 +10,29 @@ use driver::MEDIUM_RETRY;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 
 use super::Scope;
 use crate::controllers::context::{Error, class_secret};
 use crate::machine::{self as decide, DeletionClass, StepFact};
 
 impl Scope<'_> {
-    /// The machine's class, read from the API (`None`: not found): what
-    /// the driver is called with must not be a stale copy.
+    /// The machine's class for a live pass: from the class cache (as
+    /// upstream's lister), else read from the API (`None`: not found), so
+    /// a class created just before its machines is not reported missing.
+    /// The cache is current enough: the class cannot go while machines use
+    /// it (its finalizer), and a change of it triggers their next pass
+    /// only once the cache shows the change.
+    pub(super) async fn live_class(&self) -> Result<Option<MachineClass>, Error> {
+        let key = ObjectRef::new(&self.machine.spec.class.name).within(&self.ns);
+        match self.deps.classes.get(&key) {
+            Some(class) => Ok(Some((*class).clone())),
+            None => self.class().await,
+        }
+    }
+
+    /// The machine's class, read from the API (`None`: not found): what a
+    /// deletion calls the driver with must not be a stale copy.
     pub(super) async fn class(&self) -> Result<Option<MachineClass>, Error> {
         let class_name = &self.machine.spec.class.name;
         let classes: Api<MachineClass> = Api::namespaced(self.ctx.control.clone(), &self.ns);
@@ -27,10 +42,11 @@ impl Scope<'_> {
             .map_err(|e| Error::api(format!("machine class {class_name}"), e))
     }
 
-    /// The class's secrets merged (the credentials win); a missing secret
-    /// counts as empty (spec §1).
+    /// The class's secrets merged (the credentials win), from the secret
+    /// cache where it holds them; a missing secret counts as empty (spec
+    /// §1).
     pub(super) async fn secret_of(&self, class: &MachineClass) -> Result<Secret, Error> {
-        class_secret(&self.ctx.control, &self.ns, class).await
+        class_secret(&self.ctx.control, &self.ns, class, Some(&self.deps.secrets)).await
     }
 
     /// The class and secret a deletion calls the driver with, or the fact

@@ -388,7 +388,7 @@ impl<'a> Scope<'a> {
     }
 
     async fn live(&mut self) -> Result<Action, Error> {
-        let class = self.class().await?;
+        let class = self.live_class().await?;
         let secret = match &class {
             Some(c) => Some(self.secret_of(c).await?),
             None => None,

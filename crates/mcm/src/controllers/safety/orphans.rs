@@ -109,7 +109,7 @@ pub async fn collect_orphans(
     let mut deleted = 0;
     for class in &classes {
         let class_name = class.name_any();
-        let secret = match class_secret(&ctx.control, &ctx.config.namespace, class).await {
+        let secret = match class_secret(&ctx.control, &ctx.config.namespace, class, None).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(class = %class_name, error = %e, "orphan collection skips the class");
