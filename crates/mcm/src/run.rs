@@ -8,7 +8,7 @@ use api::{Machine, MachineClass, MachineDeployment, MachineSet};
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
@@ -285,7 +285,7 @@ pub async fn run(
                 }
                 None => (None, None),
             };
-            let recorder = Recorder::new(
+            let recorder = controllers::events::ShardedRecorder::new(
                 control.clone(),
                 Reporter {
                     controller: controllers::machine::REPORTER.into(),

@@ -23,7 +23,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use mcm::controllers::safety::{self, Probe};
 use mcm::controllers::{Config, Context, MachineDeps};
 use mcm::safety::Outage;
@@ -503,7 +503,7 @@ async fn frozen_machine_controller_leaves_live_machines_alone() {
     let (machine_store, set_store) = mcm::controllers::context::empty_caches();
     let (node_store, _node_writer) =
         mcm::controllers::cache::cache::<Node>(mcm::controllers::cache::node_keys);
-    let recorder = Recorder::new(
+    let recorder = mcm::controllers::events::ShardedRecorder::new(
         client.clone(),
         Reporter {
             controller: "test".into(),

@@ -19,8 +19,8 @@
 //! buffer and indexes the store's new objects at `InitDone`, when the
 //! store swaps its buffer in.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use api::{Machine, MachineSet, labels};

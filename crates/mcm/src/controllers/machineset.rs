@@ -2,7 +2,7 @@
 //! its replicas, replaces failed machines, and reports status.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use api::{Machine, MachineSet, MachineState, labels};
 use chrono::Utc;
@@ -145,6 +145,7 @@ pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action
                 set_finalizer(&sets, &set.metadata, false).await?;
             }
             ctx.expectations.forget(&uid);
+            ctx.pacing.forget(&uid);
             return Ok(Action::await_change());
         }
         owned = Some(machines);
@@ -160,10 +161,20 @@ pub async fn reconcile(set: Arc<MachineSet>, ctx: Arc<Context>) -> Result<Action
     if !ctx.expectations.satisfied(&uid, cached) {
         return Ok(Action::requeue(CACHE_WAIT));
     }
+    // Planning walks every machine of the set: not more often than its
+    // gap (see `PASS_GAP_FACTOR`); the triggers in between come back here.
+    if let Some(wait) = ctx.pacing.wait(&uid, Instant::now()) {
+        return Ok(Action::requeue(wait));
+    }
+    let started = Instant::now();
     let owned = owned.unwrap_or_else(|| ctx.machines_of(&uid));
     let now = Utc::now();
     let refs: Vec<&Machine> = owned.iter().map(|m| m.as_ref()).collect();
     let plan = machineset::plan(&set, &refs, now);
+    drop(refs);
+    drop(owned);
+    let ended = Instant::now();
+    ctx.pacing.record(&uid, ended, ended - started);
 
     // Node template, configuration and class kind flow to the machines in
     // place (the machine controller takes them on to the nodes); a missing

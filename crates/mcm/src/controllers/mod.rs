@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod context;
+pub mod events;
 pub mod heartbeat;
 pub mod machine;
 pub mod machineclass;
