@@ -285,7 +285,7 @@ pub async fn run(
                 }
                 None => (None, None),
             };
-            let recorder = controllers::events::ShardedRecorder::new(
+            let recorder = controllers::events::EventRecorder::new(
                 control.clone(),
                 Reporter {
                     controller: controllers::machine::REPORTER.into(),

@@ -503,7 +503,7 @@ async fn frozen_machine_controller_leaves_live_machines_alone() {
     let (machine_store, set_store) = mcm::controllers::context::empty_caches();
     let (node_store, _node_writer) =
         mcm::controllers::cache::cache::<Node>(mcm::controllers::cache::node_keys);
-    let recorder = mcm::controllers::events::ShardedRecorder::new(
+    let recorder = mcm::controllers::events::EventRecorder::new(
         client.clone(),
         Reporter {
             controller: "test".into(),

@@ -322,7 +322,7 @@ pub struct MachineDeps {
     pub nodes: Option<Cache<Node>>,
     /// Events on machines (reporter `machine-controller`), sharded by
     /// machine.
-    pub recorder: super::events::ShardedRecorder,
+    pub recorder: super::events::EventRecorder,
     /// Per deleting machine (by UID), what its drain remembers per pod
     /// (by UID) between rounds.
     pub drains: Mutex<HashMap<String, HashMap<String, EvictRecord>>>,
@@ -346,7 +346,7 @@ impl MachineDeps {
     pub fn new(
         driver: Arc<dyn driver::Driver>,
         nodes: impl Into<Option<Cache<Node>>>,
-        recorder: super::events::ShardedRecorder,
+        recorder: super::events::EventRecorder,
     ) -> Self {
         MachineDeps {
             driver,
