@@ -11,6 +11,9 @@ use mcm::controllers::events::EventRecorder;
 
 const NS: &str = "default";
 
+/// An event's object, reason, series count and note.
+type Summary = (Option<String>, Option<String>, Option<i32>, Option<String>);
+
 fn machine(name: &str) -> ObjectReference {
     ObjectReference {
         api_version: Some(api::GROUP_VERSION.into()),
@@ -50,7 +53,7 @@ async fn repeats_become_a_series_on_the_first_event() {
     let events: Api<K8sEvent> = Api::namespaced(client, NS);
     let mut list = events.list(&ListParams::default()).await.unwrap().items;
     list.sort_by_key(|e| e.regarding.as_ref().and_then(|r| r.name.clone()));
-    let summary: Vec<(Option<String>, Option<String>, Option<i32>, Option<String>)> = list
+    let summary: Vec<Summary> = list
         .iter()
         .map(|e| {
             (
