@@ -64,6 +64,16 @@ fn b(s: &str) -> Bytes {
 }
 
 /// Inline snapshots after every `log_bytes` of log, so tests are deterministic.
+/// A store whose segments end where their records do (no room reserved
+/// for appends), for tests that cut and append to the log's bytes.
+fn open_exact(dir: &Path) -> std::io::Result<Engine> {
+    let opts = FileOptions {
+        preallocate_bytes: 0,
+        ..FileOptions::default()
+    };
+    FileStore::open_with_options(dir, EngineConfig::default(), opts)
+}
+
 fn small_snapshots(log_bytes: u64) -> FileOptions {
     FileOptions {
         snapshot_log_bytes: log_bytes,
@@ -161,7 +171,7 @@ async fn reopen_keeps_data_and_revisions() {
 async fn torn_tail_is_truncated_and_earlier_records_kept() {
     let dir = tempfile::tempdir().unwrap();
     let (before, rev) = {
-        let s = FileStore::open(dir.path()).unwrap();
+        let s = open_exact(dir.path()).unwrap();
         write_mix(&s, 50).await;
         (dump(&s).await, s.current_revision())
     };
@@ -174,35 +184,97 @@ async fn torn_tail_is_truncated_and_earlier_records_kept() {
     f.write_all(&[0xAB; 60]).unwrap();
     drop(f);
     {
-        let s = FileStore::open(dir.path()).unwrap();
+        let s = open_exact(dir.path()).unwrap();
         assert_eq!(s.current_revision(), rev);
         assert_eq!(dump(&s).await, before);
     }
     assert_eq!(fs::metadata(&seg).unwrap().len(), good_len);
 
-    // Zeros after the end (a preallocated or half-flushed tail).
+    // Zeros after the end (room reserved for appends) are kept, and a new
+    // write goes over them, right after the records.
     let mut f = OpenOptions::new().append(true).open(&seg).unwrap();
     f.write_all(&[0u8; 4096]).unwrap();
     drop(f);
     {
-        let s = FileStore::open(dir.path()).unwrap();
+        let s = open_exact(dir.path()).unwrap();
         assert_eq!(dump(&s).await, before);
-        // A new write goes where the torn bytes were.
         s.create("/new", b("1")).await.unwrap();
     }
-    let with_new = fs::metadata(&seg).unwrap().len();
+    assert_eq!(fs::metadata(&seg).unwrap().len(), good_len + 4096);
+    let data = fs::read(&seg).unwrap();
+    let at = good_len as usize;
+    let frame = u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as u64;
+    let with_new = good_len + 8 + frame;
 
     // The last record cut in half: that commit is lost, all before it kept.
     let f = OpenOptions::new().write(true).open(&seg).unwrap();
     f.set_len(with_new - 3).unwrap();
     drop(f);
-    let s = FileStore::open(dir.path()).unwrap();
+    let s = open_exact(dir.path()).unwrap();
     assert_eq!(s.current_revision(), rev);
     assert_eq!(dump(&s).await, before);
     assert_eq!(
         s.create("/new", b("2")).await.unwrap().mod_revision,
         rev + 1
     );
+}
+
+/// The default store reserves room after its records; appends write into
+/// it (the file does not grow), reopening finds the records' end, and a
+/// torn write inside the room is cut off like any torn tail.
+#[tokio::test]
+async fn reserved_room_is_written_over_and_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let room = FileOptions::default().preallocate_bytes;
+    let (before, rev) = {
+        let s = FileStore::open(dir.path()).unwrap();
+        write_mix(&s, 50).await;
+        (dump(&s).await, s.current_revision())
+    };
+    let seg = last_segment(dir.path());
+    let reserved = fs::metadata(&seg).unwrap().len();
+    assert!(reserved >= room, "no room reserved: {reserved} bytes");
+    let after = {
+        let s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(
+            (s.current_revision(), dump(&s).await),
+            (rev, before.clone())
+        );
+        s.create("/after", b("x")).await.unwrap()
+    };
+    assert_eq!(after.mod_revision, rev + 1);
+    assert_eq!(
+        fs::metadata(&seg).unwrap().len(),
+        reserved,
+        "the append went into the reserved room"
+    );
+    // A torn write in the room: junk after the records, zeros around it.
+    let data = fs::read(&seg).unwrap();
+    let end = data.iter().rposition(|&x| x != 0).unwrap() + 1;
+    assert!(end + 200 < data.len());
+    let f = OpenOptions::new().write(true).open(&seg).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xA5; 100], end as u64 + 64).unwrap();
+    drop(f);
+    {
+        let s = FileStore::open(dir.path()).unwrap();
+        assert_eq!(s.current_revision(), rev + 1);
+        assert_eq!(s.get("/after", None).await.unwrap().0, Some(after.clone()));
+        let kv = s.create("/new", b("y")).await.unwrap();
+        assert_eq!(kv.mod_revision, rev + 2);
+    }
+    let s = FileStore::open(dir.path()).unwrap();
+    assert_eq!(s.current_revision(), rev + 2);
+    let mut want = before;
+    want.push(after);
+    want.retain(|kv| &*kv.key != "/new");
+    let got: Vec<KeyValue> = dump(&s)
+        .await
+        .into_iter()
+        .filter(|kv| &*kv.key != "/new")
+        .collect();
+    want.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(got, want);
+    assert_eq!(s.get("/new", None).await.unwrap().0.unwrap().value, b("y"));
 }
 
 #[tokio::test]

@@ -10,6 +10,9 @@
 //! or a bad frame in a sealed segment, means the disk lost data it had
 //! acknowledged: recovery stops there (see `file`), naming the file and the
 //! offset, unless it was asked to repair.
+//!
+//! A segment may end in zeros: room reserved for appends by `fallocate`.
+//! The scan ends the records at the first all-zero rest of the file.
 
 use std::fs;
 use std::io;
@@ -254,6 +257,11 @@ pub(crate) fn scan_segment(data: &[u8]) -> Scan<'_> {
                 frames.push((pos, payload));
                 pos += FRAME_HEADER + payload.len();
             }
+            // Room reserved for appends (see `FileOptions::preallocate_bytes`),
+            // never written: the records end here. A gap of zeros before
+            // later records is not this, and neither is a sealed segment
+            // missing records, which the next segment's start revision shows.
+            Err(_) if data[pos..].iter().all(|&b| b == 0) => break,
             Err(found) => {
                 return Scan {
                     frames,
@@ -345,15 +353,43 @@ mod tests {
         let damage = scan_segment(&log).damage.unwrap();
         assert_eq!(damage.offset, 0);
         assert!(!damage.is_torn_tail(true));
-        // Zeros after the last frame are a torn tail.
+    }
+
+    /// Zeros to the end are room reserved for appends, in any segment; zeros
+    /// with anything after them are not.
+    #[test]
+    fn an_all_zero_end_is_reserved_room() {
         let mut log = frames(&[commit(1, b"a".to_vec())]);
         let good = log.len();
         log.extend_from_slice(&[0; 100]);
         let scan = scan_segment(&log);
         assert_eq!((scan.frames.len(), scan.valid_len), (1, good));
-        assert!(scan.damage.unwrap().is_torn_tail(true));
-        // ...but not in a sealed segment.
-        assert!(!scan_segment(&log).damage.unwrap().is_torn_tail(false));
+        assert!(scan.damage.is_none());
+        // A segment that is nothing but reserved room holds no records.
+        let scan = scan_segment(&[0; 64]);
+        assert_eq!((scan.frames.len(), scan.valid_len), (0, 0));
+        assert!(scan.damage.is_none());
+        // A half-written frame in the reserved room is a torn tail.
+        let mut torn = log[..good].to_vec();
+        let next = frames(&[commit(2, vec![b'b'; 40])]);
+        torn.extend_from_slice(&next[..next.len() - 30]); // cut inside the value
+        torn.extend_from_slice(&[0; 100]);
+        let damage = scan_segment(&torn)
+            .damage
+            .expect("the torn frame is reported");
+        assert_eq!(damage.offset, good);
+        assert!(damage.is_torn_tail(true));
+        assert!(!damage.is_torn_tail(false));
+        // Zeros followed by a record: records are missing, not room.
+        let mut gap = log.clone();
+        gap.extend_from_slice(&next);
+        let damage = scan_segment(&gap).damage.expect("the zeros are damage");
+        assert_eq!((damage.offset, damage.next_valid), (good, Some(good + 100)));
+        assert!(!damage.is_torn_tail(true));
+        // One stray byte in the room makes it damage as well.
+        let mut stray = log.clone();
+        stray[good + 50] = 7;
+        assert!(scan_segment(&stray).damage.is_some());
     }
 
     /// The case: a length field in the middle of the log damaged to
