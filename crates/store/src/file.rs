@@ -56,7 +56,7 @@ use crate::{KeyValue, Revision};
 
 use codec::invalid;
 use snapshot::{list_snapshots, read_snapshot, sync_dir, write_snapshot};
-use wal::{list_segments, open_payload, scan_segment, segment_name};
+use wal::{list_segments, open_payload, preallocate, scan_segment, segment_name};
 
 /// The file a storage probe writes, fsyncs and removes.
 const PROBE_FILE: &str = "probe.tmp";
@@ -765,27 +765,6 @@ impl FilePersistence {
             Err(_) => tracing::error!("the store snapshot thread panicked"),
         }
     }
-}
-
-/// Makes `file` `len` bytes long with every block allocated (reading as
-/// zeros past the old end), so writes below `len` change neither its size
-/// nor its block map.
-#[cfg(target_os = "linux")]
-fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let len = libc::off_t::try_from(len).map_err(io::Error::other)?;
-    // SAFETY: plain syscall on a descriptor this `File` owns.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn preallocate(_file: &File, _len: u64) -> io::Result<()> {
-    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// An I/O error as the engine should see it: `EINVAL` from the kernel

@@ -14,7 +14,7 @@
 //! A segment may end in zeros: room reserved for appends by `fallocate`.
 //! The scan ends the records at the first all-zero rest of the file.
 
-use std::fs;
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,6 +53,27 @@ pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<(Revision, PathBuf)>> 
     }
     out.sort();
     Ok(out)
+}
+
+/// Makes `file` `len` bytes long with every block allocated (reading as
+/// zeros past the old end), so writes below `len` change neither its size
+/// nor its block map.
+#[cfg(target_os = "linux")]
+pub(crate) fn preallocate(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len).map_err(io::Error::other)?;
+    // SAFETY: plain syscall on a descriptor this `File` owns.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn preallocate(_file: &File, _len: u64) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// Encodes `commits` into `buf` as one or more frames and returns the end
